@@ -1,0 +1,84 @@
+"""The message store interface shared by the memory store and the file store.
+
+A store is a dumb, durable map from stream sequence to message. It knows nothing about subjects,
+limits, dedupe or retention: those live above it, in ``engine/stream.py`` and ``engine/index.py``,
+written once for both stores (as nats-server's store.go interface makes memstore and filestore
+interchangeable). The same test-suite runs against every implementation.
+
+Must never: read clocks, spawn threads, or decide which message to remove.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMsg:
+    seq: int
+    subject: str
+    hdr: bytes  # the full header block ("NATS/1.0\r\n...\r\n\r\n") or b"" when there is none
+    data: bytes
+    ts_ns: int  # nanoseconds since the Unix epoch, taken from the log entry
+
+    @property
+    def size_bytes(self) -> int:
+        """nats-server's accounting size for limits (fileStoreMsgSize-like)."""
+        return len(self.subject) + len(self.hdr) + len(self.data) + 16
+
+
+@dataclass(frozen=True, slots=True)
+class CorruptRecord:
+    """A record whose checksum failed: never served, reported in STREAM.INFO and monitoring."""
+
+    seq: int | None  # None when the damage hides the sequence too
+    location: str  # e.g. "seg-000001.blk@4096"
+    reason: str
+
+
+class MessageStore(Protocol):
+    """Sequence-keyed storage. Sequences given to ``append`` strictly increase."""
+
+    def append(self, msg: StoredMsg) -> None: ...
+
+    def remove(self, seq: int, *, erase: bool = False) -> bool:
+        """Remove one message; ``erase`` overwrites its bytes (MSG.DELETE no_erase=false).
+        Returns False when the seq is not stored."""
+        ...
+
+    def remove_through(self, seq: int) -> None:
+        """Remove every message with sequence <= seq (used by purges and compaction)."""
+        ...
+
+    def load(self, seq: int) -> StoredMsg | None:
+        """The message, or None when absent, removed, or its record failed its checksum."""
+        ...
+
+    def scan(self) -> Iterator[StoredMsg]:
+        """Every live message in sequence order (used to rebuild indexes on open)."""
+        ...
+
+    def set_meta(self, meta: bytes) -> None:
+        """Durably record an opaque engine state blob (last_seq, config, applied index...)."""
+        ...
+
+    def get_meta(self) -> bytes | None: ...
+
+    def flush(self) -> None:
+        """Hand every buffered append/remove to the OS (no fsync). Called on the event-loop thread."""
+        ...
+
+    def fsync(self) -> None:
+        """fsync what the last ``flush`` handed to the OS. Safe to run in a worker thread while the
+        owning thread keeps appending (group commit); acks wait for it."""
+        ...
+
+    def sync(self) -> None:
+        """flush() then fsync()."""
+        ...
+
+    def corrupt_records(self) -> list[CorruptRecord]: ...
+
+    def close(self) -> None: ...
