@@ -1,0 +1,84 @@
+"""The ``jetraft`` command line: ``jetraft server`` with nats-server's flag spellings.
+
+Flags override the config file (``-c``), as with nats-server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from cluster.config_file import ConfigError, parse_config
+from cluster.server import Server, ServerOptions
+
+
+def _server_parser(sub: Any) -> None:
+    p = sub.add_parser("server", help="run a jetraft server (JetStream always on)")
+    p.add_argument("-p", "--port", type=int, help="client port (default 4222)")
+    p.add_argument("-a", "--addr", "--net", dest="addr", help="bind address (default 0.0.0.0)")
+    p.add_argument("-sd", "--store_dir", dest="store_dir", help="JetStream storage directory")
+    p.add_argument("-n", "--server_name", "--name", dest="server_name", help="server name")
+    p.add_argument("-c", "--config", help="configuration file")
+    p.add_argument("-m", "--http_port", type=int, help="monitoring HTTP port")
+    p.add_argument("-js", "--jetstream", action="store_true", help="accepted; always on")
+    p.add_argument("-D", "--debug", action="store_true", help="debug logging")
+
+
+def options_from(args: argparse.Namespace) -> ServerOptions:
+    conf: dict[str, Any] = {}
+    if args.config:
+        try:
+            conf = parse_config(Path(args.config).read_text())
+        except (OSError, ConfigError) as exc:
+            raise SystemExit(f"jetraft: {exc}") from exc
+    js = conf.get("jetstream") if isinstance(conf.get("jetstream"), dict) else {}
+    assert isinstance(js, dict)
+    listen = str(conf.get("listen", ""))
+    conf_host = conf.get("host") or conf.get("net") or (listen.rsplit(":", 1)[0] if listen else None)
+    conf_port = conf.get("port") or (int(listen.rsplit(":", 1)[1]) if ":" in listen else None)
+    opts = ServerOptions(
+        host=args.addr or conf_host or "0.0.0.0",
+        port=args.port if args.port is not None else int(conf_port or 4222),
+        server_name=args.server_name or str(conf.get("server_name", "")),
+        store_dir=Path(args.store_dir or js.get("store_dir") or conf.get("store_dir") or "./data"),
+        http_port=args.http_port if args.http_port is not None else int(conf.get("http_port", 0)),
+    )
+    if "max_payload" in conf:
+        opts.max_payload = int(conf["max_payload"])
+    return opts
+
+
+async def _serve(opts: ServerOptions) -> None:
+    server = Server(opts)
+    await server.start()
+    print(f"jetraft: client URL nats://{opts.host}:{server.port}", flush=True)
+    await server.serve_until_stopped()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="jetraft")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _server_parser(sub)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.INFO,
+        format="[%(process)d] %(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if args.command == "server":
+        opts = options_from(args)
+        try:
+            import uvloop
+
+            uvloop.run(_serve(opts))
+        except ImportError:  # pragma: no cover - uvloop is a pinned dependency
+            asyncio.run(_serve(opts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""One client connection: glue between a socket (asyncio Protocol) and protocol.session.
+
+Bytes from the socket go into the sans-I/O ``ClientSession``; its actions become subscriptions,
+publishes through the router, or bytes back to the client. Outgoing bytes are collected and
+written once per event-loop turn, so a burst of deliveries costs one send. A client that cannot
+keep up (more than ``PENDING_BYTES_MAX`` unsent) is cut off as a slow consumer, as nats-server
+does, rather than letting it stall publishers.
+
+Must never: block the loop, or let one client's bad input affect another connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from protocol import session as ps
+
+if TYPE_CHECKING:
+    from cluster.router import Router, Subscription
+
+log = logging.getLogger("jetraft.client")
+
+PENDING_BYTES_MAX = 64 * 1024 * 1024  # nats-server MAX_PENDING_SIZE
+
+
+class ClientConnection(asyncio.Protocol):
+    def __init__(
+        self, router: Router, info: dict[str, Any], max_payload: int, cid: int
+    ) -> None:
+        self.router = router
+        self.cid = cid
+        self.session = ps.ClientSession(info, max_payload)
+        self.transport: asyncio.Transport | None = None
+        self.subs: dict[str, Subscription] = {}
+        self.echo = True
+        self.no_responders = False
+        self.name = ""
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        self._flush_scheduled = False
+        self._closed = False
+        self.on_close: list[Any] = []
+
+    # --- asyncio.Protocol -------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.send_raw(self.session.initial_bytes())
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        self.session.receive_data(data)
+        while (action := self.session.next_action()) is not None:
+            self._act(action)
+            if self._closed:
+                return
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._teardown()
+
+    # --- actions ------------------------------------------------------------------------
+    def _act(self, action: object) -> None:
+        from cluster.router import Subscription
+
+        if isinstance(action, ps.Publish):
+            self.router.publish(action.subject, action.reply, action.hdr, action.payload, self)
+        elif isinstance(action, ps.Send):
+            self.send_raw(action.data)
+        elif isinstance(action, ps.Subscribe):
+            if action.sid in self.subs:
+                return  # nats-server keeps the first subscription for a reused sid
+            sub = Subscription(action.subject, action.queue, action.sid, conn=self)
+            self.subs[action.sid] = sub
+            self.router.add(sub)
+        elif isinstance(action, ps.Unsubscribe):
+            existing = self.subs.get(action.sid)
+            if existing is None:
+                return
+            if action.max_msgs and action.max_msgs > existing.delivered:
+                existing.max_msgs = action.max_msgs
+                return
+            self.forget_sub(existing)
+            self.router.remove(existing)
+        elif isinstance(action, ps.Connected):
+            self.echo = action.echo
+            self.no_responders = action.no_responders
+            self.name = action.name
+        elif isinstance(action, ps.Close):
+            if action.err is not None:
+                self.send_raw(ps.encode_err(action.err))
+            self.close()
+
+    def forget_sub(self, sub: Subscription) -> None:
+        if self.subs.get(sub.sid) is sub:
+            del self.subs[sub.sid]
+
+    # --- output ------------------------------------------------------------------------
+    def send_msg(
+        self, subject: str, sid: str, reply: str | None, hdr: bytes | None, payload: bytes
+    ) -> None:
+        if hdr:
+            self.send_raw(ps.encode_hmsg(subject, sid, reply, hdr, payload))
+        else:
+            self.send_raw(ps.encode_msg(subject, sid, reply, payload))
+
+    def send_raw(self, data: bytes) -> None:
+        if self._closed:
+            return
+        self._out.append(data)
+        self._out_bytes += len(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._closed or self.transport is None or not self._out:
+            return
+        data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
+        self._out.clear()
+        self._out_bytes = 0
+        self.transport.write(data)
+        if self.transport.get_write_buffer_size() > PENDING_BYTES_MAX:
+            log.warning("slow consumer cid=%d name=%r: disconnecting", self.cid, self.name)
+            self.close(flush=False)
+
+    def close(self, flush: bool = True) -> None:
+        if self._closed:
+            return
+        if flush:
+            self._flush()
+        self._closed = True
+        if self.transport is not None:
+            self.transport.close()
+        self._teardown()
+
+    def _teardown(self) -> None:
+        self._closed = True
+        for sub in list(self.subs.values()):
+            self.router.remove(sub)
+        self.subs.clear()
+        callbacks, self.on_close = self.on_close, []
+        for cb in callbacks:
+            cb(self)

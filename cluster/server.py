@@ -1,0 +1,158 @@
+"""One jetraft node: the client listener, the router, JetStream and the monitoring endpoint.
+
+Shutdown runs in phases, as a well-behaved server should: stop accepting, close client
+connections after flushing what they were sent, let every stream commit what it queued and close
+its store (flush + fsync), then stop monitoring.
+
+Must never: hold protocol or engine logic; it wires components together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import signal
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cluster.client_conn import ClientConnection
+from cluster.jetstream import JetStream
+from cluster.monitor import MonitorServer
+from cluster.router import Router
+
+log = logging.getLogger("jetraft.server")
+
+VERSION = "2.15.1"  # the nats-server version whose behaviour jetraft reproduces
+JETRAFT_VERSION = "0.1.0"
+MAX_PAYLOAD_BYTES = 1024 * 1024
+PROTO = 1
+SHUTDOWN_DRAIN_S = 5.0
+
+
+@dataclass
+class ServerOptions:
+    host: str = "127.0.0.1"
+    port: int = 4222
+    server_name: str = ""
+    store_dir: Path = field(default_factory=lambda: Path("./data"))
+    http_port: int = 0
+    max_payload: int = MAX_PAYLOAD_BYTES
+
+
+def _server_id() -> str:
+    alphabet = string.ascii_uppercase + string.digits
+    return "N" + "".join(secrets.choice(alphabet) for _ in range(55))
+
+
+class Server:
+    def __init__(self, opts: ServerOptions) -> None:
+        self.opts = opts
+        self.server_id = _server_id()
+        self.name = opts.server_name or self.server_id
+        self.router = Router()
+        self.jetstream = JetStream(self.router, opts.store_dir, self.name)
+        self.monitor: MonitorServer | None = None
+        self._listener: asyncio.Server | None = None
+        self._conns: dict[int, ClientConnection] = {}
+        self._next_cid = 0
+        self._stopped = asyncio.Event()
+        self.port = opts.port
+
+    def info(self, cid: int, peer: tuple[str, int] | None) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "server_id": self.server_id,
+            "server_name": self.name,
+            "version": VERSION,
+            "proto": PROTO,
+            "go": "python",
+            "host": self.opts.host,
+            "port": self.port,
+            "headers": True,
+            "max_payload": self.opts.max_payload,
+            "jetstream": True,
+            "client_id": cid,
+            "client_ip": peer[0] if peer else "",
+            "api_lvl": 5,
+        }
+        return info
+
+    def _new_connection(self) -> ClientConnection:
+        self._next_cid += 1
+        cid = self._next_cid
+        conn = _PeerAwareConnection(self, cid)
+        self._conns[cid] = conn
+        conn.on_close.append(lambda c: self._conns.pop(c.cid, None))
+        return conn
+
+    async def start(self) -> None:
+        self.opts.store_dir.mkdir(parents=True, exist_ok=True)
+        self.jetstream.start()
+        loop = asyncio.get_running_loop()
+        self._listener = await loop.create_server(
+            self._new_connection, self.opts.host, self.opts.port, reuse_address=True
+        )
+        self.port = self._listener.sockets[0].getsockname()[1]
+        if self.opts.http_port:
+            self.monitor = MonitorServer(self, self.opts.host, self.opts.http_port)
+            await self.monitor.start()
+        log.info("Listening for client connections on %s:%d", self.opts.host, self.port)
+        log.info("Server is ready (name=%s, store_dir=%s)", self.name, self.opts.store_dir)
+
+    def request_stop(self) -> None:
+        self._stopped.set()
+
+    async def serve_until_stopped(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        await self._stopped.wait()
+        await self.shutdown()
+
+    async def shutdown(self) -> None:
+        log.info("Initiating shutdown")
+        if self._listener is not None:
+            self._listener.close()
+        for conn in list(self._conns.values()):
+            conn.close()
+        await self.jetstream.close()
+        if self.monitor is not None:
+            await self.monitor.stop()
+        if self._listener is not None:
+            await asyncio.wait_for(self._listener.wait_closed(), SHUTDOWN_DRAIN_S)
+        log.info("Server exiting")
+
+    def varz(self) -> dict[str, Any]:
+        return {
+            "server_id": self.server_id,
+            "server_name": self.name,
+            "version": VERSION,
+            "jetraft_version": JETRAFT_VERSION,
+            "proto": PROTO,
+            "host": self.opts.host,
+            "port": self.port,
+            "max_payload": self.opts.max_payload,
+            "connections": len(self._conns),
+            "in_msgs": self.router.in_msgs,
+            "out_msgs": self.router.out_msgs,
+            "subscriptions": self.router.sublist.count(),
+            "pid": os.getpid(),
+        }
+
+
+class _PeerAwareConnection(ClientConnection):
+    """Fills client_ip into INFO once the socket's peer is known."""
+
+    def __init__(self, server: Server, cid: int) -> None:
+        self._server = server
+        super().__init__(server.router, server.info(cid, None), server.opts.max_payload, cid)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername")
+        from protocol.session import ClientSession
+
+        self.session = ClientSession(self._server.info(self.cid, peer), self._server.opts.max_payload)
+        super().connection_made(transport)

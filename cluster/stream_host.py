@@ -1,0 +1,230 @@
+"""Hosts one stream on this node: ingest, group commit, expiry timer, Direct Get responder.
+
+Publishes that arrive while a commit is in flight are coalesced into one ``PublishEntry`` (group
+commit): one apply, one flush, one fsync, then every PubAck of the group is sent. API operations
+(purge, delete, update, expire) travel the same queue, so every state change reaches the engine
+through ``Stream.apply`` in one total order — the order a Raft log will impose in the cluster.
+
+Must never: change stream state except through ``Stream.apply``, or acknowledge a publish before
+the store has fsynced it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from cluster.router import Router, Subscription
+from engine.direct_get import DIRECT_GET_GROUP, direct_get, direct_get_subjects
+from engine.entries import Entry, ExpireEntry, InboundMsg, PublishEntry
+from engine.store import MessageStore
+from engine.stream import Stream
+from protocol import api_json
+from protocol.errors import ApiError
+from protocol.models import StreamConfig
+
+log = logging.getLogger("jetraft.stream")
+
+GROUP_COMMIT_MSGS_MAX = 8192  # bounds one PublishEntry, so one apply never stalls the loop long
+GROUP_COMMIT_BYTES_MAX = 8 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class _Pub:
+    msg: InboundMsg
+    reply: str | None
+
+
+@dataclass(slots=True)
+class _Op:
+    entry: Entry
+    future: asyncio.Future[Any] | None
+
+
+class StreamHost:
+    def __init__(
+        self,
+        stream: Stream,
+        store: MessageStore,
+        router: Router,
+        *,
+        durable: bool,
+    ) -> None:
+        self.stream = stream
+        self.store = store
+        self.router = router
+        self.durable = durable
+        self._queue: collections.deque[_Pub | _Op] = collections.deque()
+        self._wake = asyncio.Event()
+        self._ingest_subs: list[Subscription] = []
+        self._direct_subs: list[Subscription] = []
+        self._task: asyncio.Task[None] | None = None
+        self._expiry_timer: asyncio.TimerHandle | None = None
+        self._expiry_at_ns = 0
+        self._closing = False
+
+    @property
+    def name(self) -> str:
+        return self.stream.config.name
+
+    @property
+    def config(self) -> StreamConfig:
+        return self.stream.config
+
+    # --- lifecycle ---------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._commit_loop())
+        self.refresh_subscriptions()
+        self._schedule_expiry()
+
+    def refresh_subscriptions(self) -> None:
+        """(Re)subscribe to the stream's subjects and, while allow_direct, to Direct Get."""
+        for sub in self._ingest_subs:
+            self.router.remove(sub)
+        self._ingest_subs = [
+            self.router.subscribe_internal(subject, self._ingest) for subject in self.config.subjects
+        ]
+        want_direct = self.config.allow_direct
+        if want_direct and not self._direct_subs:
+            self._direct_subs = [
+                self.router.subscribe_internal(s, self._direct_get, queue=DIRECT_GET_GROUP)
+                for s in direct_get_subjects(self.name)
+            ]
+        elif not want_direct and self._direct_subs:
+            for sub in self._direct_subs:
+                self.router.remove(sub)
+            self._direct_subs = []
+
+    def unsubscribe_all(self) -> None:
+        for sub in self._ingest_subs + self._direct_subs:
+            self.router.remove(sub)
+        self._ingest_subs = []
+        self._direct_subs = []
+
+    async def close(self) -> None:
+        """Stop taking publishes, commit what is queued, then close the store."""
+        self.unsubscribe_all()
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+        self.store.sync()
+        self.store.close()
+
+    # --- ingest and proposals -----------------------------------------------------------
+    def _ingest(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes) -> None:
+        self._queue.append(_Pub(InboundMsg(subject, hdr or b"", payload), reply))
+        self._wake.set()
+
+    async def propose(self, entry: Entry) -> Any:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Op(entry, future))
+        self._wake.set()
+        return await future
+
+    def _propose_nowait(self, entry: Entry) -> None:
+        self._queue.append(_Op(entry, None))
+        self._wake.set()
+
+    async def _commit_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self._queue:
+                if self._closing:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            head = self._queue[0]
+            if isinstance(head, _Op):
+                self._queue.popleft()
+                outcome = self._apply(head.entry)
+                await self._persist(loop)
+                if head.future is not None and not head.future.done():
+                    head.future.set_result(outcome)
+            else:
+                pubs = self._take_publishes()
+                entry = PublishEntry(time.time_ns(), tuple(p.msg for p in pubs))
+                results = self._apply(entry)
+                await self._persist(loop)
+                self._send_acks(pubs, results)
+            self._schedule_expiry()
+
+    def _take_publishes(self) -> list[_Pub]:
+        pubs: list[_Pub] = []
+        size = 0
+        queue = self._queue
+        while queue and isinstance(queue[0], _Pub) and len(pubs) < GROUP_COMMIT_MSGS_MAX:
+            pub = queue.popleft()
+            assert isinstance(pub, _Pub)
+            pubs.append(pub)
+            size += len(pub.msg.data) + len(pub.msg.hdr)
+            if size >= GROUP_COMMIT_BYTES_MAX:
+                break
+        return pubs
+
+    def _apply(self, entry: Entry) -> Any:
+        return self.stream.apply(self.stream.applied_index + 1, entry)
+
+    async def _persist(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.store.flush()
+        if self.durable:
+            await loop.run_in_executor(None, self.store.fsync)
+
+    def _send_acks(self, pubs: list[_Pub], results: Any) -> None:
+        if self.config.no_ack:
+            return
+        name = self.name
+        publish = self.router.publish
+        for pub, res in zip(pubs, results, strict=True):
+            if not pub.reply:
+                continue
+            if res.error is not None:
+                body = api_json.pub_ack_error_json(name, res.error)
+            else:
+                body = api_json.pub_ack_json(name, res.seq, duplicate=res.duplicate)
+            publish(pub.reply, None, None, body)
+
+    # --- MaxAge expiry -------------------------------------------------------------------
+    def _schedule_expiry(self) -> None:
+        due_ns = self.stream.next_expiry_ns()
+        if due_ns is None or self._closing:
+            return
+        if self._expiry_timer is not None and self._expiry_at_ns <= due_ns:
+            return
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+        delay_s = max(0.0, (due_ns - time.time_ns()) / 1e9)
+        self._expiry_at_ns = due_ns
+        self._expiry_timer = asyncio.get_running_loop().call_later(delay_s, self._expire_due)
+
+    def _expire_due(self) -> None:
+        self._expiry_timer = None
+        self._propose_nowait(ExpireEntry(time.time_ns()))
+
+    # --- Direct Get ----------------------------------------------------------------------
+    def _direct_get(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes) -> None:
+        if not reply:
+            return
+        prefix_len = len("$JS.API.DIRECT.GET.") + len(self.name)
+        key = subject[prefix_len + 1 :] if len(subject) > prefix_len else None
+        replies = direct_get(
+            self.stream,
+            reply_stream_name=self.name,
+            request_hdr=hdr,
+            payload=payload,
+            subject_key=key,
+        )
+        publish = self.router.publish
+        for r in replies:
+            publish(reply, None, r.hdr, r.data)
+
+
+def api_error_or(value: Any) -> ApiError | None:
+    return value if isinstance(value, ApiError) else None

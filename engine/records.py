@@ -1,0 +1,226 @@
+"""The on-disk record format of the file store: encoding, checking and walking records in bytes.
+
+Every record is self-delimiting and versioned, with two checksums::
+
+    total_len u32 | version u8 | type u8 | reserved u16 | seq u64 | header_crc u32   (20 bytes)
+    body ...                                                                        (type-specific)
+    crc u32   (zlib.crc32 over every byte before it, header included)
+
+The header has its own CRC so that a damaged body still yields a trustworthy length (the walk can
+skip the record and go on) and a trustworthy seq (the damage is reported with its sequence). A
+damaged header makes the length unknowable: the walk stops there.
+
+Bodies (all little-endian):
+
+* MSG: ts_ns i64 | subject_len u16 | hdr_len u32 | subject | hdr | data
+* REMOVE: flags u8 (bit 0: erase) — removes ``seq``
+* REMOVE_THROUGH: empty — removes every seq <= ``seq``
+* META: the opaque engine blob (seq is 0); the last one in the log wins
+* ERASED: zeros — what a MSG record becomes when erased in place; same length, valid CRCs
+
+Must never: touch files, read clocks, or use pickle. This module is pure functions over bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import IntEnum
+
+from engine.store import StoredMsg
+
+RECORD_VERSION = 1
+
+_HEAD = struct.Struct("<IBBHQ")  # total_len, version, type, reserved, seq
+_U32 = struct.Struct("<I")
+_MSG_FIXED = struct.Struct("<qHI")  # ts_ns, subject_len, hdr_len
+_REMOVE_FLAGS = struct.Struct("<B")
+
+HEADER_BYTES = _HEAD.size + _U32.size  # 20
+CRC_BYTES = _U32.size
+RECORD_BYTES_MIN = HEADER_BYTES + CRC_BYTES
+MSG_FIXED_BYTES = _MSG_FIXED.size
+SUBJECT_BYTES_MAX = 0xFFFF
+RECORD_BYTES_MAX = 0xFFFFFFFF
+
+REMOVE_FLAG_ERASE = 0x01
+
+_crc32 = zlib.crc32
+
+
+class RecordType(IntEnum):
+    MSG = 1
+    REMOVE = 2
+    REMOVE_THROUGH = 3
+    META = 4
+    ERASED = 5
+
+
+_KNOWN_TYPES = frozenset(int(t) for t in RecordType)
+
+
+def _head(total_len: int, rtype: RecordType, seq: int) -> bytes:
+    head = _HEAD.pack(total_len, RECORD_VERSION, rtype, 0, seq)
+    return head + _U32.pack(_crc32(head))
+
+
+def append_msg(buf: bytearray, msg: StoredMsg) -> int:
+    """Append the MSG record of ``msg`` to ``buf``; returns the record length in bytes."""
+    subject = msg.subject.encode()
+    assert len(subject) <= SUBJECT_BYTES_MAX, len(subject)
+    total_len = HEADER_BYTES + MSG_FIXED_BYTES + len(subject) + len(msg.hdr) + len(msg.data)
+    total_len += CRC_BYTES
+    assert total_len <= RECORD_BYTES_MAX, total_len
+    prefix = _head(total_len, RecordType.MSG, msg.seq) + _MSG_FIXED.pack(
+        msg.ts_ns, len(subject), len(msg.hdr)
+    )
+    crc = _crc32(msg.data, _crc32(msg.hdr, _crc32(subject, _crc32(prefix))))
+    buf += prefix
+    buf += subject
+    buf += msg.hdr
+    buf += msg.data
+    buf += _U32.pack(crc)
+    return total_len
+
+
+def _small_record(rtype: RecordType, seq: int, body: bytes) -> bytes:
+    rec = _head(HEADER_BYTES + len(body) + CRC_BYTES, rtype, seq) + body
+    return rec + _U32.pack(_crc32(rec))
+
+
+def encode_remove(seq: int, *, erase: bool) -> bytes:
+    return _small_record(
+        RecordType.REMOVE, seq, _REMOVE_FLAGS.pack(REMOVE_FLAG_ERASE if erase else 0)
+    )
+
+
+def encode_remove_through(seq: int) -> bytes:
+    return _small_record(RecordType.REMOVE_THROUGH, seq, b"")
+
+
+def encode_meta(meta: bytes) -> bytes:
+    return _small_record(RecordType.META, 0, bytes(meta))
+
+
+def encode_erased(seq: int, total_len: int) -> bytes:
+    """The record that replaces a MSG record of ``total_len`` bytes when it is erased in place."""
+    assert total_len >= RECORD_BYTES_MIN, total_len
+    return _small_record(RecordType.ERASED, seq, bytes(total_len - RECORD_BYTES_MIN))
+
+
+@dataclass(frozen=True, slots=True)
+class RecordHeader:
+    total_len: int
+    rtype: int
+    seq: int
+
+
+def read_header(buf: bytes | memoryview, offset: int) -> RecordHeader | None:
+    """The header at ``offset`` when its CRC, version and type check out, else None.
+    The caller must have checked that HEADER_BYTES are available."""
+    total_len, version, rtype, _reserved, seq = _HEAD.unpack_from(buf, offset)
+    (head_crc,) = _U32.unpack_from(buf, offset + _HEAD.size)
+    if _crc32(buf[offset : offset + _HEAD.size]) != head_crc:
+        return None
+    if version != RECORD_VERSION or rtype not in _KNOWN_TYPES or total_len < RECORD_BYTES_MIN:
+        return None
+    return RecordHeader(total_len, rtype, seq)
+
+
+def record_crc_ok(rec: bytes | memoryview, offset: int = 0, total_len: int | None = None) -> bool:
+    """Whether the trailing CRC of the record at ``offset`` matches its bytes."""
+    if total_len is None:
+        total_len = len(rec) - offset
+    end = offset + total_len - CRC_BYTES
+    with memoryview(rec) as view:
+        return _crc32(view[offset:end]) == _U32.unpack_from(rec, end)[0]
+
+
+def decode_msg(rec: bytes | memoryview, offset: int, seq: int) -> StoredMsg:
+    """The message in the (already checked) MSG record at ``offset``."""
+    (total_len,) = _U32.unpack_from(rec, offset)
+    body = offset + HEADER_BYTES
+    ts_ns, subject_len, hdr_len = _MSG_FIXED.unpack_from(rec, body)
+    sub_start = body + MSG_FIXED_BYTES
+    hdr_start = sub_start + subject_len
+    data_start = hdr_start + hdr_len
+    end = offset + total_len - CRC_BYTES
+    return StoredMsg(
+        seq=seq,
+        subject=bytes(rec[sub_start:hdr_start]).decode(),
+        hdr=bytes(rec[hdr_start:data_start]),
+        data=bytes(rec[data_start:end]),
+        ts_ns=ts_ns,
+    )
+
+
+def remove_is_erase(rec: bytes | memoryview, offset: int) -> bool:
+    (flags,) = _REMOVE_FLAGS.unpack_from(rec, offset + HEADER_BYTES)
+    return bool(flags & REMOVE_FLAG_ERASE)
+
+
+def meta_body(rec: bytes | memoryview, offset: int, total_len: int) -> bytes:
+    return bytes(rec[offset + HEADER_BYTES : offset + total_len - CRC_BYTES])
+
+
+@dataclass(frozen=True, slots=True)
+class WalkedRecord:
+    """One record found by ``walk``; ``crc_ok`` False means its body is damaged (header is fine)."""
+
+    offset: int
+    total_len: int
+    rtype: int
+    seq: int
+    crc_ok: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WalkStop:
+    """Why ``walk`` stopped before the end of the bytes.
+
+    ``torn`` is True when what follows ``offset`` looks like an interrupted write (too short for a
+    header, a record running past the end, or nothing but zero fill); False when a header is
+    damaged with more data after it (the length is unknowable, the rest cannot be parsed)."""
+
+    offset: int
+    torn: bool
+    reason: str
+
+
+def walk(buf: bytes) -> Iterator[WalkedRecord | WalkStop]:
+    """Every record of a segment in order; a final ``WalkStop`` when the bytes do not end cleanly."""
+    size = len(buf)
+    offset = 0
+    with memoryview(buf) as view:
+        while offset < size:
+            remaining = size - offset
+            if remaining < HEADER_BYTES:
+                yield WalkStop(offset, True, f"{remaining} bytes, too short for a record header")
+                return
+            head = read_header(view, offset)
+            if head is None:
+                if view[offset:] == bytes(remaining):
+                    yield WalkStop(offset, True, f"{remaining} bytes of zero fill")
+                else:
+                    yield WalkStop(offset, False, "damaged record header")
+                return
+            if head.total_len > remaining:
+                yield WalkStop(
+                    offset, True, f"record of {head.total_len} bytes cut at {remaining} bytes"
+                )
+                return
+            crc_ok = record_crc_ok(view, offset, head.total_len)
+            yield WalkedRecord(offset, head.total_len, head.rtype, head.seq, crc_ok)
+            offset += head.total_len
+
+
+def msg_record_ok(rec: bytes | memoryview, offset: int, total_len: int, seq: int) -> bool:
+    """Whether the MSG record of ``seq`` at ``offset`` is intact (used on every read from disk)."""
+    if len(rec) < offset + total_len or total_len < RECORD_BYTES_MIN:
+        return False
+    found_len, version, rtype, _reserved, found_seq = _HEAD.unpack_from(rec, offset)
+    if (found_len, version, rtype, found_seq) != (total_len, RECORD_VERSION, RecordType.MSG, seq):
+        return False
+    return record_crc_ok(rec, offset, total_len)

@@ -1,0 +1,311 @@
+"""Go-compatible time and duration text: RFC 3339 timestamps and ``time.Duration`` strings.
+
+nats-server writes every JSON timestamp with Go's ``time.RFC3339Nano`` layout in UTC (trailing
+fractional zeros trimmed, the zero ``time.Time`` as ``0001-01-01T00:00:00Z``) and every duration
+that reaches a header (the subject delete marker's ``Nats-TTL``) with ``time.Duration.String``.
+Clients parse these, so the text has to be byte-identical. Timestamps here are integer
+nanoseconds since the Unix epoch; ``0`` stands for Go's zero time (nats-server never stores a
+message at exactly the epoch, so the overload is safe).
+
+Must never: read a clock, or use floats for timestamps (they lose nanoseconds).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+NS_PER_S = 1_000_000_000
+NS_PER_US = 1_000
+NS_PER_MS = 1_000_000
+S_PER_DAY = 86_400
+ZERO_TIME_TEXT = "0001-01-01T00:00:00Z"
+_PREFIX_CACHE_SIZE = 4096
+_INT64_MAX = (1 << 63) - 1
+_UINT63 = 1 << 63
+_FRACTION_DIGITS_MAX = 9
+
+# Days from 0000-03-01 to 1970-01-01 in the proleptic Gregorian calendar (Hinnant's algorithm).
+_EPOCH_SHIFT_DAYS = 719_468
+_DAYS_PER_ERA = 146_097
+
+
+def _civil_from_days(days: int) -> tuple[int, int, int]:
+    """Year, month, day for a count of days since 1970-01-01 (H. Hinnant, civil_from_days)."""
+    z = days + _EPOCH_SHIFT_DAYS
+    era = z // _DAYS_PER_ERA
+    doe = z - era * _DAYS_PER_ERA
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    y = yoe + era * 400
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    d = doy - (153 * mp + 2) // 5 + 1
+    m = mp + 3 if mp < 10 else mp - 9
+    return (y + 1 if m <= 2 else y), m, d
+
+
+def _days_from_civil(y: int, m: int, d: int) -> int:
+    """Days since 1970-01-01 for a proleptic Gregorian date (H. Hinnant, days_from_civil)."""
+    y -= m <= 2
+    era = y // 400
+    yoe = y - era * 400
+    mp = m - 3 if m > 2 else m + 9
+    doy = (153 * mp + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * _DAYS_PER_ERA + doe - _EPOCH_SHIFT_DAYS
+
+
+_ZERO_TIME_NS = _days_from_civil(1, 1, 1) * S_PER_DAY * NS_PER_S
+
+
+@lru_cache(maxsize=_PREFIX_CACHE_SIZE)
+def _second_prefix(unix_s: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SS`` for a whole Unix second (cached: replies cluster in time)."""
+    days, sod = divmod(unix_s, S_PER_DAY)
+    y, mo, d = _civil_from_days(days)
+    hh, rem = divmod(sod, 3600)
+    mm, ss = divmod(rem, 60)
+    return f"{y:04d}-{mo:02d}-{d:02d}T{hh:02d}:{mm:02d}:{ss:02d}"
+
+
+def format_rfc3339nano(ts_ns: int) -> str:
+    """Go ``t.UTC().Format(time.RFC3339Nano)``; ``0`` gives Go's zero time."""
+    if ts_ns == 0:
+        return ZERO_TIME_TEXT
+    unix_s, frac_ns = divmod(ts_ns, NS_PER_S)
+    prefix = _second_prefix(unix_s)
+    if frac_ns == 0:
+        return prefix + "Z"
+    return f"{prefix}.{frac_ns:09d}".rstrip("0") + "Z"
+
+
+def _bad_time(text: str, why: str) -> ValueError:
+    return ValueError(f'parsing time "{text}": {why}')
+
+
+def _digits(text: str, start: int, count: int, orig: str) -> int:
+    chunk = text[start : start + count]
+    if len(chunk) != count or not chunk.isascii() or not chunk.isdigit():
+        raise _bad_time(orig, "cannot parse")
+    return int(chunk)
+
+
+def _days_in_month(y: int, m: int) -> int:
+    if m == 2:
+        leap = y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
+        return 29 if leap else 28
+    return 30 if m in (4, 6, 9, 11) else 31
+
+
+def parse_rfc3339(text: str) -> int:
+    """Nanoseconds since the epoch for an RFC 3339 timestamp, as Go's ``time.Time`` JSON
+    decoding accepts it: ``YYYY-MM-DDTHH:MM:SS[.frac](Z|±hh:mm)``; a fraction may use ``.`` or
+    ``,`` and digits past the ninth are truncated. Go's zero time gives ``0``.
+
+    Raises ValueError for anything else (out-of-range fields included).
+    """
+    s = text
+    if len(s) < 20 or s[4] != "-" or s[7] != "-" or s[10] != "T" or s[13] != ":" or s[16] != ":":
+        raise _bad_time(text, "cannot parse")
+    year = _digits(s, 0, 4, text)
+    month = _digits(s, 5, 2, text)
+    day = _digits(s, 8, 2, text)
+    hour = _digits(s, 11, 2, text)
+    minute = _digits(s, 14, 2, text)
+    second = _digits(s, 17, 2, text)
+    if not 1 <= month <= 12:
+        raise _bad_time(text, "month out of range")
+    if not 1 <= day <= _days_in_month(year, month):
+        raise _bad_time(text, "day out of range")
+    if hour > 23:
+        raise _bad_time(text, "hour out of range")
+    if minute > 59:
+        raise _bad_time(text, "minute out of range")
+    if second > 59:
+        raise _bad_time(text, "second out of range")
+    pos = 19
+    frac_ns = 0
+    if s[pos] in ".,":
+        end = pos + 1
+        while end < len(s) and "0" <= s[end] <= "9":
+            end += 1
+        digits = s[pos + 1 : end]
+        if not digits:
+            raise _bad_time(text, "cannot parse")
+        frac_ns = int(digits[:_FRACTION_DIGITS_MAX].ljust(_FRACTION_DIGITS_MAX, "0"))
+        pos = end
+    zone = s[pos:]
+    offset_s = 0
+    if zone != "Z":
+        if len(zone) != 6 or zone[0] not in "+-" or zone[3] != ":":
+            raise _bad_time(text, "cannot parse")
+        zh = _digits(zone, 1, 2, text)
+        zm = _digits(zone, 4, 2, text)
+        if zh > 23 or zm > 59:
+            raise _bad_time(text, "timezone out of range")
+        offset_s = (zh * 3600 + zm * 60) * (-1 if zone[0] == "-" else 1)
+    unix_s = (
+        _days_from_civil(year, month, day) * S_PER_DAY
+        + hour * 3600
+        + minute * 60
+        + second
+        - offset_s
+    )
+    ts_ns = unix_s * NS_PER_S + frac_ns
+    if ts_ns == _ZERO_TIME_NS:
+        return 0
+    return ts_ns
+
+
+# --- Go time.Duration -------------------------------------------------------------------------
+
+
+def _fmt_frac(v: int, prec: int) -> tuple[str, int]:
+    """Go's fmtFrac: the fraction of v/10**prec without trailing zeros, and v // 10**prec."""
+    digits: list[str] = []
+    printed = False
+    for _ in range(prec):
+        digit = v % 10
+        printed = printed or digit != 0
+        if printed:
+            digits.append(str(digit))
+        v //= 10
+    if not printed:
+        return "", v
+    return "." + "".join(reversed(digits)), v
+
+
+def format_go_duration(ns: int) -> str:
+    """Go ``time.Duration(ns).String()``: ``0s``, ``1.5µs``, ``1.5s``, ``1m0s``, ``1h0m0s``."""
+    neg = ns < 0
+    u = -ns if neg else ns
+    sign = "-" if neg else ""
+    if u < NS_PER_S:
+        if u == 0:
+            return "0s"
+        if u < NS_PER_US:
+            return f"{sign}{u}ns"
+        if u < NS_PER_MS:
+            frac, whole = _fmt_frac(u, 3)
+            return f"{sign}{whole}{frac}µs"
+        frac, whole = _fmt_frac(u, 6)
+        return f"{sign}{whole}{frac}ms"
+    frac, whole_s = _fmt_frac(u, 9)
+    text = f"{whole_s % 60}{frac}s"
+    minutes = whole_s // 60
+    if minutes > 0:
+        text = f"{minutes % 60}m{text}"
+        hours = minutes // 60
+        if hours > 0:
+            text = f"{hours}h{text}"
+    return sign + text
+
+
+_DURATION_UNITS_NS: dict[str, int] = {
+    "ns": 1,
+    "us": NS_PER_US,
+    "µs": NS_PER_US,  # U+00B5 micro sign
+    "μs": NS_PER_US,  # U+03BC Greek small letter mu
+    "ms": NS_PER_MS,
+    "s": NS_PER_S,
+    "m": 60 * NS_PER_S,
+    "h": 3600 * NS_PER_S,
+}
+
+
+def _invalid_duration(orig: str) -> ValueError:
+    return ValueError(f'time: invalid duration "{orig}"')
+
+
+def _is_digit(c: str) -> bool:
+    return "0" <= c <= "9"
+
+
+def _leading_int(s: str, orig: str) -> tuple[int, str]:
+    i = 0
+    x = 0
+    while i < len(s) and _is_digit(s[i]):
+        if x > _UINT63 // 10:
+            raise _invalid_duration(orig)
+        x = x * 10 + ord(s[i]) - 48
+        if x > _UINT63:
+            raise _invalid_duration(orig)
+        i += 1
+    return x, s[i:]
+
+
+def _leading_fraction(s: str) -> tuple[int, float, str]:
+    i = 0
+    x = 0
+    scale = 1.0
+    overflow = False
+    while i < len(s) and _is_digit(s[i]):
+        if not overflow:
+            if x > _INT64_MAX // 10:
+                overflow = True
+            else:
+                y = x * 10 + ord(s[i]) - 48
+                if y > _UINT63:
+                    overflow = True
+                else:
+                    x = y
+                    scale *= 10
+        i += 1
+    return x, scale, s[i:]
+
+
+def parse_go_duration(text: str) -> int:
+    """Go ``time.ParseDuration``: ``[-+]?([0-9]*(\\.[0-9]*)?[a-z]+)+`` in ns, or ``"0"``.
+
+    A port of Go's algorithm (including its float64 handling of fractions), so that rounding
+    and overflow behave the same. Raises ValueError with Go's error text.
+    """
+    orig = text
+    s = text
+    neg = False
+    if s and s[0] in "+-":
+        neg = s[0] == "-"
+        s = s[1:]
+    if s == "0":
+        return 0
+    if not s:
+        raise _invalid_duration(orig)
+    total = 0
+    while s:
+        if not (s[0] == "." or _is_digit(s[0])):
+            raise _invalid_duration(orig)
+        before = len(s)
+        v, s = _leading_int(s, orig)
+        pre = before != len(s)
+        post = False
+        f, scale = 0, 1.0
+        if s and s[0] == ".":
+            s = s[1:]
+            before = len(s)
+            f, scale, s = _leading_fraction(s)
+            post = before != len(s)
+        if not pre and not post:
+            raise _invalid_duration(orig)
+        i = 0
+        while i < len(s) and not (s[i] == "." or _is_digit(s[i])):
+            i += 1
+        if i == 0:
+            raise ValueError(f'time: missing unit in duration "{orig}"')
+        unit_text, s = s[:i], s[i:]
+        unit = _DURATION_UNITS_NS.get(unit_text)
+        if unit is None:
+            raise ValueError(f'time: unknown unit "{unit_text}" in duration "{orig}"')
+        if v > _UINT63 // unit:
+            raise _invalid_duration(orig)
+        v *= unit
+        if f > 0:
+            v += int(float(f) * (float(unit) / scale))
+            if v > _UINT63:
+                raise _invalid_duration(orig)
+        total += v
+        if total > _UINT63:
+            raise _invalid_duration(orig)
+    if neg:
+        return -total
+    if total > _INT64_MAX:
+        raise _invalid_duration(orig)
+    return total

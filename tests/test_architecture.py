@@ -1,0 +1,62 @@
+"""The layering rules of ARCHITECTURE.md, checked on the source itself."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SANS_IO_FORBIDDEN = {"asyncio", "socket", "threading", "time", "random", "selectors", "subprocess"}
+# the file store's job is file I/O; it may take a lock so fsync can run in a worker thread
+ALLOWED = {("engine/filestore.py", "threading")}
+LAYER_ORDER = ["protocol", "engine", "cluster", "mirror"]
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def _files(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+@pytest.mark.parametrize("package", ["protocol", "engine"])
+def test_sans_io_packages_import_no_io_or_clocks(package: str) -> None:
+    offenders = []
+    for path in _files(package):
+        rel = str(path.relative_to(ROOT))
+        for name in _imports(path) & SANS_IO_FORBIDDEN:
+            if (rel, name) not in ALLOWED:
+                offenders.append(f"{rel} imports {name}")
+    assert offenders == []
+
+
+@pytest.mark.parametrize("index", range(len(LAYER_ORDER)))
+def test_nothing_imports_upward(index: int) -> None:
+    package = LAYER_ORDER[index]
+    upper = set(LAYER_ORDER[index + 1 :]) | {"jepsen_like", "spark", "bench", "tests"}
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in _files(package)
+        for name in _imports(path) & upper
+    ]
+    assert offenders == []
+
+
+def test_only_cluster_imports_pysyncobj() -> None:
+    offenders = [
+        str(path.relative_to(ROOT))
+        for package in ["protocol", "engine", "mirror", "jepsen_like", "spark", "bench"]
+        for path in _files(package)
+        if "pysyncobj" in _imports(path)
+    ]
+    assert offenders == []
