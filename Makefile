@@ -10,9 +10,11 @@ DATA ?= ./data
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(BIN)/python
+$(STAMP): pyproject.toml tests/js/package-lock.json | $(BIN)/python
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	# nats.js for the client smoke test; the test skips where node/npm are absent
+	if command -v npm >/dev/null; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
 	touch $(STAMP)
 
 run: $(STAMP)

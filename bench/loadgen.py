@@ -342,9 +342,7 @@ class LoadGenerator:
         await self.create_stream()
         results = [
             await self.sync_phase(SYNC_PUBLISH, msgs, self.send_publish, self.check_ack),
-            await self.pipelined_phase(
-                PIPELINED_PUBLISH, msgs, self.send_publish, self.check_ack
-            ),
+            await self.pipelined_phase(PIPELINED_PUBLISH, msgs, self.send_publish, self.check_ack),
         ]
         state = await self.stream_state()
         if state["messages"] != 2 * msgs:

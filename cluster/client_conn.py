@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from protocol import session as ps
 
@@ -45,8 +45,8 @@ class ClientConnection(asyncio.Protocol):
 
     # --- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it
+        self.transport = cast(asyncio.Transport, transport)
         self.send_raw(self.session.initial_bytes())
 
     def data_received(self, data: bytes) -> None:
@@ -96,6 +96,7 @@ class ClientConnection(asyncio.Protocol):
     def forget_sub(self, sub: Subscription) -> None:
         if self.subs.get(sub.sid) is sub:
             del self.subs[sub.sid]
+            self.session.forget_subscription(sub.sid)
 
     # --- output ------------------------------------------------------------------------
     def send_msg(

@@ -24,7 +24,7 @@ from cluster.stream_host import StreamHost
 from engine.entries import DeleteMsgEntry, PurgeEntry, UpdateConfigEntry
 from engine.filestore import FileStore
 from engine.memstore import MemoryStore
-from engine.msg_get import msg_get
+from engine.msg_get import answer_msg_get, parse_msg_get_request
 from engine.store import MessageStore
 from engine.stream import Stream
 from protocol import api_json
@@ -87,7 +87,11 @@ class JetStream:
                 self._open_stream(cfg, stream_dir, int(doc["created_ns"]))
             except Exception:
                 log.exception("stream in %s could not be opened; skipping it", stream_dir)
-        self.router.subscribe_internal(API_PREFIX + ">", self._on_api)
+        # nats-server's API import answers (or ignores) every $JS.API subject except Direct Get,
+        # whose absence of responders must surface as a 503 to the client
+        self.router.subscribe_internal(
+            API_PREFIX + ">", self._on_api, exclude=API_PREFIX + "DIRECT.GET."
+        )
 
     async def close(self) -> None:
         for task in list(self._tasks):
@@ -295,7 +299,11 @@ class JetStream:
         return {"type": api_json.STREAM_PURGE_RESPONSE, "success": True, "purged": outcome}
 
     async def _api_msg_get(self, name: str, payload: bytes) -> dict[str, Any]:
-        return msg_get(self._host(name).stream, payload)
+        # a standalone nats-server judges the body before it looks the stream up
+        req = parse_msg_get_request(payload)
+        if isinstance(req, dict):
+            return req
+        return answer_msg_get(self._host(name).stream, req)
 
     async def _api_msg_delete(self, name: str, payload: bytes) -> dict[str, Any]:
         host = self._host(name)

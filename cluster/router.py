@@ -28,7 +28,7 @@ InternalHandler = Callable[[str, str | None, bytes | None, bytes], None]
 class Subscription:
     """A client subscription (``conn`` set) or an internal one (``handler`` set)."""
 
-    __slots__ = ("conn", "delivered", "handler", "max_msgs", "queue", "sid", "subject")
+    __slots__ = ("conn", "delivered", "exclude", "handler", "max_msgs", "queue", "sid", "subject")
 
     def __init__(
         self,
@@ -45,6 +45,8 @@ class Subscription:
         self.handler = handler
         self.max_msgs = 0
         self.delivered = 0
+        # subjects under this prefix are not this subscription's, though its wildcard matches them
+        self.exclude: str | None = None
 
 
 class Router:
@@ -62,10 +64,15 @@ class Router:
         self.sublist.remove(sub.subject, sub.queue, sub)
 
     def subscribe_internal(
-        self, subject: str, handler: InternalHandler, queue: str | None = None
+        self,
+        subject: str,
+        handler: InternalHandler,
+        queue: str | None = None,
+        exclude: str | None = None,
     ) -> Subscription:
         self._internal_sid += 1
         sub = Subscription(subject, queue, f"_INT_{self._internal_sid}", handler=handler)
+        sub.exclude = exclude
         self.add(sub)
         return sub
 
@@ -83,6 +90,8 @@ class Router:
         delivered = 0
         for sub in result.plain:
             if origin is not None and sub.conn is origin and not origin.echo:
+                continue
+            if sub.exclude is not None and subject.startswith(sub.exclude):
                 continue
             self._deliver(sub, subject, reply, hdr, payload)
             delivered += 1
@@ -103,8 +112,8 @@ class Router:
         self, sub: Subscription, subject: str, reply: str | None, hdr: bytes | None, payload: bytes
     ) -> None:
         self.out_msgs += 1
+        sub.delivered += 1
         if sub.max_msgs:
-            sub.delivered += 1
             if sub.delivered >= sub.max_msgs:
                 self.remove(sub)
                 if sub.conn is not None:

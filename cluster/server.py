@@ -15,6 +15,7 @@ import os
 import secrets
 import signal
 import string
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,8 @@ class Server:
     def __init__(self, opts: ServerOptions) -> None:
         self.opts = opts
         self.server_id = _server_id()
+        # nats-server advertises a curve key for encrypted auth callouts; clients ignore it
+        self.xkey = "X" + self.server_id[1:]
         self.name = opts.server_name or self.server_id
         self.router = Router()
         self.jetstream = JetStream(self.router, opts.store_dir, self.name)
@@ -68,7 +71,8 @@ class Server:
             "server_name": self.name,
             "version": VERSION,
             "proto": PROTO,
-            "go": "python",
+            "git_commit": f"jetraft-{JETRAFT_VERSION}",
+            "go": f"python{sys.version_info.major}.{sys.version_info.minor}",
             "host": self.opts.host,
             "port": self.port,
             "headers": True,
@@ -77,6 +81,7 @@ class Server:
             "client_id": cid,
             "client_ip": peer[0] if peer else "",
             "api_lvl": 5,
+            "xkey": self.xkey,
         }
         return info
 

@@ -16,7 +16,11 @@ Bodies (all little-endian):
 * REMOVE: flags u8 (bit 0: erase) — removes ``seq``
 * REMOVE_THROUGH: empty — removes every seq <= ``seq``
 * META: the opaque engine blob (seq is 0); the last one in the log wins
-* ERASED: zeros — what a MSG record becomes when erased in place; same length, valid CRCs
+
+Erasing a message in place zeroes every byte of its MSG record after the header (trailing CRC
+included) and leaves the header alone, so the length stays readable whatever a crash interrupts.
+An erased record fails its CRC by design; ``walk`` recognises it (an all-zero body cannot be a
+message: subjects are never empty) and flags it ``erased`` rather than damaged.
 
 Must never: touch files, read clocks, or use pickle. This module is pure functions over bytes.
 """
@@ -28,6 +32,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 from engine.store import StoredMsg
 
@@ -37,6 +42,7 @@ _HEAD = struct.Struct("<IBBHQ")  # total_len, version, type, reserved, seq
 _U32 = struct.Struct("<I")
 _MSG_FIXED = struct.Struct("<qHI")  # ts_ns, subject_len, hdr_len
 _REMOVE_FLAGS = struct.Struct("<B")
+_MSG_HEAD = struct.Struct("<IBBHQIqHI")  # header, header_crc, then the MSG fixed fields
 
 HEADER_BYTES = _HEAD.size + _U32.size  # 20
 CRC_BYTES = _U32.size
@@ -55,7 +61,6 @@ class RecordType(IntEnum):
     REMOVE = 2
     REMOVE_THROUGH = 3
     META = 4
-    ERASED = 5
 
 
 _KNOWN_TYPES = frozenset(int(t) for t in RecordType)
@@ -69,7 +74,7 @@ def _head(total_len: int, rtype: RecordType, seq: int) -> bytes:
 def append_msg(buf: bytearray, msg: StoredMsg) -> int:
     """Append the MSG record of ``msg`` to ``buf``; returns the record length in bytes."""
     subject = msg.subject.encode()
-    assert len(subject) <= SUBJECT_BYTES_MAX, len(subject)
+    assert 0 < len(subject) <= SUBJECT_BYTES_MAX, len(subject)  # non-empty: see erase
     total_len = HEADER_BYTES + MSG_FIXED_BYTES + len(subject) + len(msg.hdr) + len(msg.data)
     total_len += CRC_BYTES
     assert total_len <= RECORD_BYTES_MAX, total_len
@@ -104,10 +109,18 @@ def encode_meta(meta: bytes) -> bytes:
     return _small_record(RecordType.META, 0, bytes(meta))
 
 
-def encode_erased(seq: int, total_len: int) -> bytes:
-    """The record that replaces a MSG record of ``total_len`` bytes when it is erased in place."""
+def erase_patch(total_len: int) -> bytes:
+    """The bytes written at ``offset + HEADER_BYTES`` to erase the record of ``total_len`` bytes."""
     assert total_len >= RECORD_BYTES_MIN, total_len
-    return _small_record(RecordType.ERASED, seq, bytes(total_len - RECORD_BYTES_MIN))
+    return bytes(total_len - HEADER_BYTES)
+
+
+def is_erased(rec: bytes | memoryview, offset: int, total_len: int) -> bool:
+    """Whether everything after the header of the record at ``offset`` is zero (see module doc)."""
+    body_len = total_len - HEADER_BYTES
+    start = offset + HEADER_BYTES
+    with memoryview(rec) as view:
+        return view[start : start + body_len] == bytes(body_len)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,30 +142,34 @@ def read_header(buf: bytes | memoryview, offset: int) -> RecordHeader | None:
     return RecordHeader(total_len, rtype, seq)
 
 
-def record_crc_ok(rec: bytes | memoryview, offset: int = 0, total_len: int | None = None) -> bool:
-    """Whether the trailing CRC of the record at ``offset`` matches its bytes."""
-    if total_len is None:
-        total_len = len(rec) - offset
+def decode_msg(view: memoryview, offset: int, seq: int) -> StoredMsg | None:
+    """The message of ``seq`` in the MSG record at ``offset``, or None when the record is not an
+    intact MSG record of that seq (every read from disk goes through here)."""
+    size = len(view)
+    if size - offset < RECORD_BYTES_MIN + MSG_FIXED_BYTES:
+        return None
+    total_len, version, rtype, _r, found_seq, _hcrc, ts_ns, subject_len, hdr_len = (
+        _MSG_HEAD.unpack_from(view, offset)
+    )
     end = offset + total_len - CRC_BYTES
-    with memoryview(rec) as view:
-        return _crc32(view[offset:end]) == _U32.unpack_from(rec, end)[0]
-
-
-def decode_msg(rec: bytes | memoryview, offset: int, seq: int) -> StoredMsg:
-    """The message in the (already checked) MSG record at ``offset``."""
-    (total_len,) = _U32.unpack_from(rec, offset)
-    body = offset + HEADER_BYTES
-    ts_ns, subject_len, hdr_len = _MSG_FIXED.unpack_from(rec, body)
-    sub_start = body + MSG_FIXED_BYTES
+    sub_start = offset + HEADER_BYTES + MSG_FIXED_BYTES
     hdr_start = sub_start + subject_len
     data_start = hdr_start + hdr_len
-    end = offset + total_len - CRC_BYTES
+    if (
+        found_seq != seq
+        or rtype != RecordType.MSG
+        or version != RECORD_VERSION
+        or data_start > end
+        or size < end + CRC_BYTES
+        or _crc32(view[offset:end]) != _U32.unpack_from(view, end)[0]
+    ):
+        return None
     return StoredMsg(
-        seq=seq,
-        subject=bytes(rec[sub_start:hdr_start]).decode(),
-        hdr=bytes(rec[hdr_start:data_start]),
-        data=bytes(rec[data_start:end]),
-        ts_ns=ts_ns,
+        seq,
+        str(view[sub_start:hdr_start], "utf-8"),
+        bytes(view[hdr_start:data_start]),
+        bytes(view[data_start:end]),
+        ts_ns,
     )
 
 
@@ -165,15 +182,16 @@ def meta_body(rec: bytes | memoryview, offset: int, total_len: int) -> bytes:
     return bytes(rec[offset + HEADER_BYTES : offset + total_len - CRC_BYTES])
 
 
-@dataclass(frozen=True, slots=True)
-class WalkedRecord:
-    """One record found by ``walk``; ``crc_ok`` False means its body is damaged (header is fine)."""
+class WalkedRecord(NamedTuple):
+    """One record found by ``walk``; ``crc_ok`` False means its body is damaged or, when
+    ``erased``, was erased on purpose (the header is fine either way)."""
 
     offset: int
     total_len: int
     rtype: int
     seq: int
     crc_ok: bool
+    erased: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,15 +208,27 @@ class WalkStop:
 
 
 def walk(buf: bytes) -> Iterator[WalkedRecord | WalkStop]:
-    """Every record of a segment in order; a final ``WalkStop`` when the bytes do not end cleanly."""
+    """Every record of a segment in order, then a ``WalkStop`` if the bytes do not end cleanly.
+
+    Fast path: when the record CRC (which covers the header) matches, the header CRC is not
+    checked separately; it only decides, for a record that fails, whether its length is usable."""
     size = len(buf)
     offset = 0
+    unpack_head = _HEAD.unpack_from
+    unpack_u32 = _U32.unpack_from
     with memoryview(buf) as view:
         while offset < size:
             remaining = size - offset
             if remaining < HEADER_BYTES:
                 yield WalkStop(offset, True, f"{remaining} bytes, too short for a record header")
                 return
+            total_len, version, rtype, _reserved, seq = unpack_head(view, offset)
+            if RECORD_BYTES_MIN <= total_len <= remaining and version == RECORD_VERSION:
+                end = offset + total_len - CRC_BYTES
+                if _crc32(view[offset:end]) == unpack_u32(view, end)[0] and rtype in _KNOWN_TYPES:
+                    yield WalkedRecord(offset, total_len, rtype, seq, True, False)
+                    offset += total_len
+                    continue
             head = read_header(view, offset)
             if head is None:
                 if view[offset:] == bytes(remaining):
@@ -211,16 +241,6 @@ def walk(buf: bytes) -> Iterator[WalkedRecord | WalkStop]:
                     offset, True, f"record of {head.total_len} bytes cut at {remaining} bytes"
                 )
                 return
-            crc_ok = record_crc_ok(view, offset, head.total_len)
-            yield WalkedRecord(offset, head.total_len, head.rtype, head.seq, crc_ok)
+            erased = is_erased(view, offset, head.total_len)
+            yield WalkedRecord(offset, head.total_len, head.rtype, head.seq, False, erased)
             offset += head.total_len
-
-
-def msg_record_ok(rec: bytes | memoryview, offset: int, total_len: int, seq: int) -> bool:
-    """Whether the MSG record of ``seq`` at ``offset`` is intact (used on every read from disk)."""
-    if len(rec) < offset + total_len or total_len < RECORD_BYTES_MIN:
-        return False
-    found_len, version, rtype, _reserved, found_seq = _HEAD.unpack_from(rec, offset)
-    if (found_len, version, rtype, found_seq) != (total_len, RECORD_VERSION, RecordType.MSG, seq):
-        return False
-    return record_crc_ok(rec, offset, total_len)

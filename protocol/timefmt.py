@@ -12,6 +12,7 @@ Must never: read a clock, or use floats for timestamps (they lose nanoseconds).
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 NS_PER_S = 1_000_000_000
@@ -78,15 +79,11 @@ def format_rfc3339nano(ts_ns: int) -> str:
     return f"{prefix}.{frac_ns:09d}".rstrip("0") + "Z"
 
 
-def _bad_time(text: str, why: str) -> ValueError:
-    return ValueError(f'parsing time "{text}": {why}')
-
-
-def _digits(text: str, start: int, count: int, orig: str) -> int:
-    chunk = text[start : start + count]
-    if len(chunk) != count or not chunk.isascii() or not chunk.isdigit():
-        raise _bad_time(orig, "cannot parse")
-    return int(chunk)
+RFC3339_LAYOUT = "2006-01-02T15:04:05Z07:00"
+_RFC3339_FAST = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{1,2}):(\d{2}):(\d{2})(?:[.,](\d+))?(Z|[+-]\d{2}:\d{2})",
+    re.ASCII,
+)
 
 
 def _days_in_month(y: int, m: int) -> int:
@@ -96,52 +93,135 @@ def _days_in_month(y: int, m: int) -> int:
     return 30 if m in (4, 6, 9, 11) else 31
 
 
-def parse_rfc3339(text: str) -> int:
-    """Nanoseconds since the epoch for an RFC 3339 timestamp, as Go's ``time.Time`` JSON
-    decoding accepts it: ``YYYY-MM-DDTHH:MM:SS[.frac](Z|±hh:mm)``; a fraction may use ``.`` or
-    ``,`` and digits past the ninth are truncated. Go's zero time gives ``0``.
+def _go_quote(text: str) -> str:
+    out = ['"']
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch.isprintable():
+            out.append(ch)
+        elif ord(ch) < 0x80:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(f"\\u{ord(ch):04x}")
+    out.append('"')
+    return "".join(out)
 
-    Raises ValueError for anything else (out-of-range fields included).
+
+class _TimeParseError(ValueError):
+    pass
+
+
+def _layout_error(text: str, rest: str, elem: str) -> _TimeParseError:
+    return _TimeParseError(
+        f"parsing time {_go_quote(text)} as {_go_quote(RFC3339_LAYOUT)}: "
+        f"cannot parse {_go_quote(rest)} as {_go_quote(elem)}"
+    )
+
+
+def _range_error(text: str, what: str) -> _TimeParseError:
+    return _TimeParseError(f"parsing time {_go_quote(text)}: {what} out of range")
+
+
+def _num(text: str, rest: str, elem: str, fixed: bool) -> tuple[int, str]:
+    """Go's getnum: one or two leading digits (exactly two when ``fixed``)."""
+    if not rest[:1].isdigit() or not rest[:1].isascii():
+        raise _layout_error(text, rest, elem)
+    if not (rest[1:2].isdigit() and rest[1:2].isascii()):
+        if fixed:
+            raise _layout_error(text, rest, elem)
+        return int(rest[0]), rest[1:]
+    return int(rest[:2]), rest[2:]
+
+
+def _explain_bad_rfc3339(text: str) -> _TimeParseError:
+    """The error Go's ``time.Time`` JSON decoding gives for text the fast path rejected.
+
+    Walks Go's RFC 3339 layout like ``time.Parse`` (which reports the first element that does
+    not fit, or the first field out of range). nats-server's JSON engine (Go json/v2) uses plain
+    ``time.Parse``: a one-digit hour, ``,`` before the fraction and any two-digit zone offset
+    are accepted (probed), unlike ``encoding/json`` v1's strict RFC 3339 checks.
     """
-    s = text
-    if len(s) < 20 or s[4] != "-" or s[7] != "-" or s[10] != "T" or s[13] != ":" or s[16] != ":":
-        raise _bad_time(text, "cannot parse")
-    year = _digits(s, 0, 4, text)
-    month = _digits(s, 5, 2, text)
-    day = _digits(s, 8, 2, text)
-    hour = _digits(s, 11, 2, text)
-    minute = _digits(s, 14, 2, text)
-    second = _digits(s, 17, 2, text)
-    if not 1 <= month <= 12:
-        raise _bad_time(text, "month out of range")
-    if not 1 <= day <= _days_in_month(year, month):
-        raise _bad_time(text, "day out of range")
-    if hour > 23:
-        raise _bad_time(text, "hour out of range")
-    if minute > 59:
-        raise _bad_time(text, "minute out of range")
-    if second > 59:
-        raise _bad_time(text, "second out of range")
-    pos = 19
-    frac_ns = 0
-    if s[pos] in ".,":
-        end = pos + 1
-        while end < len(s) and "0" <= s[end] <= "9":
+    rest = text
+    year_text = rest[:4]
+    if len(year_text) < 4 or not (year_text.isascii() and year_text.isdigit()):
+        raise _layout_error(text, rest, "2006")
+    rest = rest[4:]
+    fields: dict[str, int] = {}
+    steps = (
+        ("-", None, False, 0),
+        ("01", "month", True, 12),
+        ("-", None, False, 0),
+        ("02", "day", True, 31),
+        ("T", None, False, 0),
+        ("15", "hour", False, 23),
+        (":", None, False, 0),
+        ("04", "minute", True, 59),
+        (":", None, False, 0),
+        ("05", "second", True, 59),
+    )
+    for elem, name, fixed, high in steps:
+        if name is None:
+            if not rest.startswith(elem):
+                raise _layout_error(text, rest, elem)
+            rest = rest[len(elem) :]
+            continue
+        value, rest = _num(text, rest, elem, fixed)
+        low = 1 if name == "month" else 0
+        if not low <= value <= high:
+            return _range_error(text, name)
+        fields[name] = value
+    if len(rest) >= 2 and rest[0] in ".," and rest[1].isascii() and rest[1].isdigit():
+        end = 2
+        while end < len(rest) and rest[end].isascii() and rest[end].isdigit():
             end += 1
-        digits = s[pos + 1 : end]
-        if not digits:
-            raise _bad_time(text, "cannot parse")
-        frac_ns = int(digits[:_FRACTION_DIGITS_MAX].ljust(_FRACTION_DIGITS_MAX, "0"))
-        pos = end
-    zone = s[pos:]
+        rest = rest[end:]
+    if rest.startswith("Z"):
+        rest = rest[1:]
+    else:
+        if len(rest) < 6 or rest[3] != ":" or rest[0] not in "+-":
+            raise _layout_error(text, rest, "Z07:00")
+        for part in (rest[1:3], rest[4:6]):
+            if not (part.isascii() and part.isdigit()):
+                raise _layout_error(text, rest, "Z07:00")
+        rest = rest[6:]
+    if rest:
+        return _TimeParseError(f"parsing time {_go_quote(text)}: extra text: {_go_quote(rest)}")
+    year = int(year_text)
+    if fields["day"] < 1 or fields["day"] > _days_in_month(year, fields["month"]):
+        return _range_error(text, "day")
+    return _TimeParseError(f"parsing time {_go_quote(text)}: cannot parse")
+
+
+def parse_rfc3339(text: str) -> int:
+    """Nanoseconds since the epoch for an RFC 3339 timestamp, as nats-server's JSON decoding
+    accepts it (Go ``time.Parse(time.RFC3339, …)``): ``YYYY-MM-DDTH[H]:MM:SS[(.|,)frac](Z|±hh:mm)``;
+    fraction digits past the ninth are truncated. Go's zero time gives ``0``.
+
+    Raises ValueError carrying Go's error text (``parsing time "x" as "2006-01-02T15:04:05Z07:00":
+    cannot parse "x" as "2006"``, ``parsing time "…": month out of range``).
+    """
+    match = _RFC3339_FAST.fullmatch(text)
+    if match is None:
+        raise _explain_bad_rfc3339(text)
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    frac_text, zone = match.group(7), match.group(8)
+    if not 1 <= month <= 12:
+        raise _range_error(text, "month")
+    if not 1 <= day <= _days_in_month(year, month):
+        raise _range_error(text, "day")
+    if hour > 23:
+        raise _range_error(text, "hour")
+    if minute > 59:
+        raise _range_error(text, "minute")
+    if second > 59:
+        raise _range_error(text, "second")
+    frac_ns = (
+        int(frac_text[:_FRACTION_DIGITS_MAX].ljust(_FRACTION_DIGITS_MAX, "0")) if frac_text else 0
+    )
     offset_s = 0
     if zone != "Z":
-        if len(zone) != 6 or zone[0] not in "+-" or zone[3] != ":":
-            raise _bad_time(text, "cannot parse")
-        zh = _digits(zone, 1, 2, text)
-        zm = _digits(zone, 4, 2, text)
-        if zh > 23 or zm > 59:
-            raise _bad_time(text, "timezone out of range")
+        zh, zm = int(zone[1:3]), int(zone[4:6])
         offset_s = (zh * 3600 + zm * 60) * (-1 if zone[0] == "-" else 1)
     unix_s = (
         _days_from_civil(year, month, day) * S_PER_DAY
@@ -156,7 +236,29 @@ def parse_rfc3339(text: str) -> int:
     return ts_ns
 
 
-# --- Go time.Duration -------------------------------------------------------------------------
+def _zone_offset_s(text: str) -> int:
+    zone = text[-6:]
+    if text.endswith("Z"):
+        return 0
+    return (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60) * (-1 if zone[0] == "-" else 1)
+
+
+def reformat_rfc3339(text: str) -> str:
+    """How Go re-marshals a decoded ``time.Time``: RFC3339Nano in the text's own zone offset
+    (``+00:00`` becomes ``Z``), fraction trimmed. Raises ValueError like ``parse_rfc3339``."""
+    ts_ns = parse_rfc3339(text)
+    if ts_ns == 0:
+        return ZERO_TIME_TEXT
+    offset_s = _zone_offset_s(text)
+    if offset_s == 0:
+        return format_rfc3339nano(ts_ns)
+    local = format_rfc3339nano(ts_ns + offset_s * NS_PER_S)[:-1]
+    sign = "-" if offset_s < 0 else "+"
+    hours, minutes = divmod(abs(offset_s) // 60, 60)
+    return f"{local}{sign}{hours:02d}:{minutes:02d}"
+
+
+# --- Go time.Duration ----------------------------------------------------------------------------
 
 
 def _fmt_frac(v: int, prec: int) -> tuple[str, int]:

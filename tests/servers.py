@@ -217,9 +217,7 @@ def jetraft_command() -> list[str]:
     return [str(python if python.exists() else Path(sys.executable)), "-m", "cluster.cli"]
 
 
-def jetraft_proc(
-    tmp_path: Path, *, name: str = "j1", extra_args: Sequence[str] = ()
-) -> ServerProc:
+def jetraft_proc(tmp_path: Path, *, name: str = "j1", extra_args: Sequence[str] = ()) -> ServerProc:
     """A not-yet-started jetraft node, ports chosen now."""
     port, http_port = free_port(), free_port()
     store_dir = tmp_path / f"{name}-store"

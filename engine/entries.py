@@ -1,0 +1,270 @@
+"""Typed stream log entries and their stable, versioned binary encoding.
+
+Owns what a stream's Raft log holds: every state change of a stream is one of these entries,
+applied by ``engine/stream.py``. They are persisted and replicated, and Spark replays them, so the
+encoding is explicit (no pickle) and versioned:
+
+    u8 format version | u8 entry type | body | u32 crc32 (big-endian) of everything before it
+
+Bodies are big-endian ``struct`` fields; strings and byte strings are u32-length-prefixed (strings
+UTF-8, surrogates passed through so that any ``str`` a parser produced round-trips). A new entry
+kind takes a new type byte (e.g. the coming batch-commit and expire-by-seq entries); a changed
+body takes a new format version, and decoders keep reading the old one.
+
+Must never: accept bytes it cannot fully account for (trailing bytes, bad CRC, unknown type or
+version all raise ``EntryDecodeError`` and nothing else), or read clocks.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from engine.limits import SEQ_MAX
+
+ENTRY_FORMAT_VERSION: Final = 1
+
+TYPE_PUBLISH: Final = 1
+TYPE_DELETE_MSG: Final = 2
+TYPE_PURGE: Final = 3
+TYPE_EXPIRE: Final = 4
+TYPE_UPDATE_CONFIG: Final = 5
+
+_HEAD = struct.Struct(">BB")
+_CRC = struct.Struct(">I")
+_U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
+_MSG_LENS = struct.Struct(">III")  # subject, hdr, data lengths
+_DELETE = struct.Struct(">qQB")
+_PURGE_NUMS = struct.Struct(">QQ")
+_PUBLISH_HEAD = struct.Struct(">qI")
+
+_STR_ENCODING = "utf-8"
+_STR_ERRORS = "surrogatepass"
+_I64_MIN: Final = -(1 << 63)
+_I64_MAX: Final = (1 << 63) - 1
+
+
+class EntryDecodeError(ValueError):
+    """The bytes are not a valid encoded entry (corrupt, truncated, or from an unknown format)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InboundMsg:
+    """One client publish as received: subject, full header block (or b""), payload."""
+
+    subject: str
+    hdr: bytes
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PublishEntry:
+    """Group commit: every client publish that arrived while the previous proposal was in flight."""
+
+    ts_ns: int
+    msgs: tuple[InboundMsg, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteMsgEntry:
+    """STREAM.MSG.DELETE; ``erase`` is ``not no_erase``."""
+
+    ts_ns: int
+    seq: int
+    erase: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeEntry:
+    """STREAM.PURGE (and nothing else: rollups are decided inside publish apply)."""
+
+    ts_ns: int
+    filter: str
+    seq: int
+    keep: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireEntry:
+    """MaxAge expiry proposed by the leader's timer: removes messages with ts <= ts_ns - max_age."""
+
+    ts_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateConfigEntry:
+    """STREAM.UPDATE: the full new StreamConfig as JSON (already validated and normalized)."""
+
+    ts_ns: int
+    config_json: bytes
+
+
+Entry = PublishEntry | DeleteMsgEntry | PurgeEntry | ExpireEntry | UpdateConfigEntry
+
+
+# ------------------------------------------------------------------------------------ encoding
+
+
+def _check_i64(value: int, what: str) -> None:
+    if not _I64_MIN <= value <= _I64_MAX:
+        raise ValueError(f"{what} out of int64 range: {value}")
+
+
+def _check_u64(value: int, what: str) -> None:
+    if not 0 <= value <= SEQ_MAX:
+        raise ValueError(f"{what} out of uint64 range: {value}")
+
+
+def _enc_str(value: str) -> bytes:
+    raw = value.encode(_STR_ENCODING, _STR_ERRORS)
+    return _U32.pack(len(raw)) + raw
+
+
+def _enc_bytes(value: bytes) -> bytes:
+    return _U32.pack(len(value)) + value
+
+
+def _body(entry: Entry) -> tuple[int, bytes]:
+    if isinstance(entry, PublishEntry):
+        _check_i64(entry.ts_ns, "ts_ns")
+        parts = [_PUBLISH_HEAD.pack(entry.ts_ns, len(entry.msgs))]
+        for msg in entry.msgs:
+            subject = msg.subject.encode(_STR_ENCODING, _STR_ERRORS)
+            parts.append(_MSG_LENS.pack(len(subject), len(msg.hdr), len(msg.data)))
+            parts.append(subject)
+            parts.append(msg.hdr)
+            parts.append(msg.data)
+        return TYPE_PUBLISH, b"".join(parts)
+    if isinstance(entry, DeleteMsgEntry):
+        _check_i64(entry.ts_ns, "ts_ns")
+        _check_u64(entry.seq, "seq")
+        return TYPE_DELETE_MSG, _DELETE.pack(entry.ts_ns, entry.seq, 1 if entry.erase else 0)
+    if isinstance(entry, PurgeEntry):
+        _check_i64(entry.ts_ns, "ts_ns")
+        _check_u64(entry.seq, "seq")
+        _check_u64(entry.keep, "keep")
+        body = _I64.pack(entry.ts_ns) + _enc_str(entry.filter)
+        return TYPE_PURGE, body + _PURGE_NUMS.pack(entry.seq, entry.keep)
+    if isinstance(entry, ExpireEntry):
+        _check_i64(entry.ts_ns, "ts_ns")
+        return TYPE_EXPIRE, _I64.pack(entry.ts_ns)
+    if isinstance(entry, UpdateConfigEntry):
+        _check_i64(entry.ts_ns, "ts_ns")
+        return TYPE_UPDATE_CONFIG, _I64.pack(entry.ts_ns) + _enc_bytes(entry.config_json)
+    raise TypeError(f"not a log entry: {type(entry).__name__}")
+
+
+def encode_entry(entry: Entry) -> bytes:
+    """The entry's wire/disk form. Raises ValueError for out-of-range numbers (a caller bug)."""
+    entry_type, body = _body(entry)
+    out = _HEAD.pack(ENTRY_FORMAT_VERSION, entry_type) + body
+    return out + _CRC.pack(zlib.crc32(out))
+
+
+# ------------------------------------------------------------------------------------ decoding
+
+
+class _Reader:
+    """Bounds-checked cursor over an entry body; every short read is an EntryDecodeError."""
+
+    __slots__ = ("_buf", "_end", "pos")
+
+    def __init__(self, buf: bytes, start: int, end: int) -> None:
+        self._buf = buf
+        self.pos = start
+        self._end = end
+
+    def unpack(self, fmt: struct.Struct) -> tuple[int, ...]:
+        if self.pos + fmt.size > self._end:
+            raise EntryDecodeError("entry truncated")
+        values = fmt.unpack_from(self._buf, self.pos)
+        self.pos += fmt.size
+        return values
+
+    def take(self, n: int) -> bytes:
+        if self.pos + n > self._end:
+            raise EntryDecodeError("entry truncated")
+        out = self._buf[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def text(self, n: int) -> str:
+        try:
+            return self.take(n).decode(_STR_ENCODING, _STR_ERRORS)
+        except UnicodeDecodeError as exc:
+            raise EntryDecodeError(f"bad string: {exc}") from None
+
+    def done(self) -> None:
+        if self.pos != self._end:
+            raise EntryDecodeError(f"{self._end - self.pos} trailing bytes")
+
+
+def _dec_publish(r: _Reader) -> PublishEntry:
+    ts_ns, count = r.unpack(_PUBLISH_HEAD)
+    msgs = []
+    for _ in range(count):
+        subject_len, hdr_len, data_len = r.unpack(_MSG_LENS)
+        subject = r.text(subject_len)
+        hdr = r.take(hdr_len)
+        msgs.append(InboundMsg(subject, hdr, r.take(data_len)))
+    return PublishEntry(ts_ns, tuple(msgs))
+
+
+def _dec_delete(r: _Reader) -> DeleteMsgEntry:
+    ts_ns, seq, erase = r.unpack(_DELETE)
+    if erase > 1:
+        raise EntryDecodeError(f"bad erase flag {erase}")
+    return DeleteMsgEntry(ts_ns, seq, erase == 1)
+
+
+def _dec_purge(r: _Reader) -> PurgeEntry:
+    (ts_ns,) = r.unpack(_I64)
+    (filter_len,) = r.unpack(_U32)
+    subject_filter = r.text(filter_len)
+    seq, keep = r.unpack(_PURGE_NUMS)
+    return PurgeEntry(ts_ns, subject_filter, seq, keep)
+
+
+def _dec_expire(r: _Reader) -> ExpireEntry:
+    (ts_ns,) = r.unpack(_I64)
+    return ExpireEntry(ts_ns)
+
+
+def _dec_update(r: _Reader) -> UpdateConfigEntry:
+    (ts_ns,) = r.unpack(_I64)
+    (json_len,) = r.unpack(_U32)
+    return UpdateConfigEntry(ts_ns, r.take(json_len))
+
+
+_DECODERS: dict[int, Callable[[_Reader], Entry]] = {
+    TYPE_PUBLISH: _dec_publish,
+    TYPE_DELETE_MSG: _dec_delete,
+    TYPE_PURGE: _dec_purge,
+    TYPE_EXPIRE: _dec_expire,
+    TYPE_UPDATE_CONFIG: _dec_update,
+}
+
+
+def decode_entry(raw: bytes | bytearray | memoryview) -> Entry:
+    """Parse an encoded entry. Any malformed input raises ``EntryDecodeError`` (only)."""
+    buf = bytes(raw)
+    if len(buf) < _HEAD.size + _CRC.size:
+        raise EntryDecodeError("entry too short")
+    end = len(buf) - _CRC.size
+    (crc,) = _CRC.unpack_from(buf, end)
+    if zlib.crc32(memoryview(buf)[:end]) != crc:
+        raise EntryDecodeError("entry checksum mismatch")
+    version, entry_type = _HEAD.unpack_from(buf, 0)
+    if version != ENTRY_FORMAT_VERSION:
+        raise EntryDecodeError(f"unknown entry format version {version}")
+    decoder = _DECODERS.get(entry_type)
+    if decoder is None:
+        raise EntryDecodeError(f"unknown entry type {entry_type}")
+    reader = _Reader(buf, _HEAD.size, end)
+    entry = decoder(reader)
+    reader.done()
+    return entry

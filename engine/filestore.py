@@ -1,0 +1,550 @@
+"""The durable ``MessageStore``: append-only segment files of checksummed records.
+
+What it owns: the segment files ``seg-NNNNNNNN.blk`` in one directory (record format in
+``engine/records.py``), an in-memory map from sequence to (segment, offset, length) — offsets only,
+never payloads — and recovery, checksum verification and space reclamation.
+
+Durability. ``append``/``remove``/``set_meta`` go to a user-space buffer; ``flush`` hands it to the
+OS with one ``os.pwrite``; ``fsync`` fsyncs every file written since the last fsync (segments and,
+after a segment was created, the directory). ``fsync`` may run in a worker thread while the owning
+thread keeps appending and flushing (group commit). This module imports ``threading`` for one
+``Lock`` and nothing else: the lock guards the set of fds awaiting fsync, and a segment fd is never
+closed while a worker fsyncs it (its close is deferred to the end of that fsync). An ``fsync``
+error propagates and is not retried (after a failed fsync Linux may drop the dirty pages: the
+caller must treat the store as lost, as PostgreSQL does).
+
+Removal and erase. Removal is a REMOVE or REMOVE_THROUGH record; ``erase=True`` also zeroes the
+message record in place after its header (``records.erase_patch``). An erased record fails its CRC
+by design and is recognised as erased, not reported; the header is untouched so the scan goes on.
+A MSG record whose checksum fails but that a later removal record covers (an erase torn by a
+crash) is removed, not reported.
+
+Space. A segment is deleted when it is not the active one, all its messages are removed, and every
+older segment that its removal records refer to is already deleted (else deleting it would bring
+those messages back on recovery). Before an unlink the store is synced (so a crash recovers a
+prefix of the operations, never a deletion without the removals behind it) and after it the
+directory is fsynced (so deletions land in order). The engine meta blob is a META record (the last
+one wins); before the segment holding the latest one is deleted, the blob is re-appended to the
+active segment. Opening costs one scan of the segments that still exist.
+
+Recovery. Segments are scanned in order. An interrupted write at the tail of the last segment
+(short header, record cut short, zero fill, or a final record with a bad checksum) is truncated
+away and described in ``recovery_notes()``. A damaged MSG record elsewhere is skipped and listed in
+``corrupt_records()`` with its seq (the header has its own CRC); a damaged header stops the scan of
+that segment (its length is unknowable), is listed with seq None, and later segments are still read.
+
+Must never: read clocks, decide which messages to remove, serve a record whose checksum failed, or
+crash on damaged bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine import records
+from engine.records import RecordType, WalkedRecord, WalkStop
+from engine.store import CorruptRecord, StoredMsg
+
+SEGMENT_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
+SEGMENT_NAME_FORMAT = "seg-{:08d}.blk"
+_SEGMENT_NAME_RE = re.compile(r"^seg-(\d{8,})\.blk$")
+_OPEN_FLAGS = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
+_FILE_MODE = 0o644
+
+
+@dataclass(eq=False, slots=True)
+class _Segment:
+    """One segment file and the index of the MSG records in it (parallel arrays in seq order)."""
+
+    seg_id: int
+    name: str
+    fd: int
+    size_bytes: int  # logical size: flushed bytes plus what sits in the store's buffer
+    flushed_bytes: int
+    seqs: array[int] = field(default_factory=lambda: array("Q"))
+    offsets: array[int] = field(default_factory=lambda: array("Q"))
+    lens: array[int] = field(default_factory=lambda: array("I"))  # 0 = removed or corrupt
+    live: int = 0
+    low_idx: int = 0  # every index below it is removed
+    refs: set[int] = field(default_factory=set)  # older segments its removal records refer to
+
+    def location(self, offset: int) -> str:
+        return f"{self.name}@{offset}"
+
+
+class FileStore:
+    """A ``MessageStore`` in a directory of segment files; opening a directory recovers it."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        segment_bytes_max: int = SEGMENT_BYTES_MAX_DEFAULT,
+    ) -> None:
+        assert segment_bytes_max >= records.RECORD_BYTES_MIN, segment_bytes_max
+        self._dir = Path(directory)
+        self._segment_bytes_max = segment_bytes_max
+        self._segments: dict[int, _Segment] = {}  # ascending seg_id
+        self._msg_segs: list[_Segment] = []  # segments holding MSG records, in seq order
+        self._msg_seg_first: list[int] = []  # first MSG seq of each, for bisect
+        self._active: _Segment | None = None
+        self._buf = bytearray()  # bytes of the active segment not yet flushed
+        self._next_seg_id = 1
+        self._last_seq = 0
+        self._meta: bytes | None = None
+        self._meta_seg_id: int | None = None
+        self._corrupt: dict[int, tuple[CorruptRecord, int]] = {}  # seq -> (record, seg_id)
+        self._corrupt_unknown: list[tuple[CorruptRecord, int]] = []  # seq unknown
+        self._notes: list[str] = []
+        self._reclaim_due = False
+        self._reclaiming = False
+        self._closed = False
+        # Shared with worker threads running fsync(); everything else is owner-thread only.
+        self._lock = threading.Lock()
+        self._dirty_fds: set[int] = set()
+        self._fsyncing_fds: dict[int, int] = {}  # fd -> number of fsync() calls using it
+        self._close_deferred_fds: set[int] = set()
+
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._dir_fd = os.open(self._dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        self._recover()
+
+    # ----------------------------------------------------------------- MessageStore
+
+    def append(self, msg: StoredMsg) -> None:
+        assert msg.seq > self._last_seq, (msg.seq, self._last_seq)
+        seg = self._writable_segment()
+        offset = seg.size_bytes
+        total_len = records.append_msg(self._buf, msg)
+        seg.size_bytes += total_len
+        self._index_msg(seg, msg.seq, offset, total_len)
+        self._last_seq = msg.seq
+        if self._reclaim_due:
+            self._reclaim()
+
+    def remove(self, seq: int, *, erase: bool = False) -> bool:
+        found = self._locate(seq)
+        if found is None:
+            corrupt = self._corrupt.pop(seq, None)
+            if corrupt is None:
+                return False
+            # Record the removal so that recovery stops reporting the damaged record.
+            target = self._segments.get(corrupt[1])
+            self._log(records.encode_remove(seq, erase=False), () if target is None else (target,))
+            return True
+        seg, idx = found
+        offset, total_len = seg.offsets[idx], seg.lens[idx]
+        self._mark_dead(seg, idx)
+        if erase:
+            self._erase_in_place(seg, offset, total_len)
+        self._log(records.encode_remove(seq, erase=erase), (seg,))
+        self._reclaim()
+        return True
+
+    def remove_through(self, seq: int) -> None:
+        targets = self._kill_through(seq)
+        self._log(records.encode_remove_through(seq), targets)
+        self._reclaim()
+
+    def load(self, seq: int) -> StoredMsg | None:
+        found = self._locate(seq)
+        if found is None:
+            return None
+        seg, idx = found
+        offset, total_len = seg.offsets[idx], seg.lens[idx]
+        if offset >= seg.flushed_bytes:
+            start = offset - seg.flushed_bytes
+            rec = bytes(self._buf[start : start + total_len])
+        else:
+            rec = os.pread(seg.fd, total_len, offset)
+        with memoryview(rec) as view:
+            msg = records.decode_msg(view, 0, seq)
+        if msg is None:
+            self._found_corrupt(seg, idx, "checksum mismatch on read")
+        return msg
+
+    def scan(self) -> Iterator[StoredMsg]:
+        for seg in list(self._msg_segs):
+            if seg.live == 0:
+                continue
+            view = memoryview(self._segment_bytes(seg))
+            lens, offsets, seqs = seg.lens, seg.offsets, seg.seqs
+            for idx in range(seg.low_idx, len(seqs)):
+                if not lens[idx]:
+                    continue
+                msg = records.decode_msg(view, offsets[idx], seqs[idx])
+                if msg is None:
+                    self._found_corrupt(seg, idx, "checksum mismatch on scan")
+                else:
+                    yield msg
+
+    def set_meta(self, meta: bytes) -> None:
+        self._write_meta(bytes(meta))
+        self._reclaim()
+
+    def get_meta(self) -> bytes | None:
+        return self._meta
+
+    def flush(self) -> None:
+        if not self._buf:
+            return
+        seg = self._active
+        assert seg is not None
+        size = len(self._buf)
+        written = 0
+        with memoryview(self._buf) as view:
+            while written < size:
+                written += os.pwrite(seg.fd, view[written:], seg.flushed_bytes + written)
+        seg.flushed_bytes += size
+        assert seg.flushed_bytes == seg.size_bytes, (seg.flushed_bytes, seg.size_bytes)
+        self._buf = bytearray()
+        with self._lock:
+            self._dirty_fds.add(seg.fd)
+
+    def fsync(self) -> None:
+        with self._lock:
+            fds = list(self._dirty_fds)
+            self._dirty_fds.clear()
+            for fd in fds:
+                self._fsyncing_fds[fd] = self._fsyncing_fds.get(fd, 0) + 1
+        try:
+            for fd in fds:
+                os.fsync(fd)
+        finally:
+            with self._lock:
+                for fd in fds:
+                    users = self._fsyncing_fds.pop(fd) - 1
+                    if users:
+                        self._fsyncing_fds[fd] = users
+                    elif fd in self._close_deferred_fds:
+                        self._close_deferred_fds.discard(fd)
+                        os.close(fd)
+
+    def sync(self) -> None:
+        self.flush()
+        self.fsync()
+
+    def corrupt_records(self) -> list[CorruptRecord]:
+        found = [rec for rec, _ in self._corrupt_unknown] + [
+            rec for rec, _ in self._corrupt.values()
+        ]
+        return sorted(found, key=lambda rec: (rec.seq or 0, rec.location))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.sync()
+        self._closed = True
+        for seg in self._segments.values():
+            self._close_fd(seg.fd)
+        self._segments.clear()
+        self._msg_segs.clear()
+        self._msg_seg_first.clear()
+        self._active = None
+        os.close(self._dir_fd)
+
+    # ----------------------------------------------------------------- extras
+
+    def recovery_notes(self) -> list[str]:
+        """What recovery repaired on open (torn tails truncated, empty files removed...)."""
+        return list(self._notes)
+
+    def segment_names(self) -> list[str]:
+        """The segment files that currently exist, oldest first."""
+        return [seg.name for seg in self._segments.values()]
+
+    # ----------------------------------------------------------------- index
+
+    def _index_msg(self, seg: _Segment, seq: int, offset: int, total_len: int) -> None:
+        if not seg.seqs:
+            self._msg_segs.append(seg)
+            self._msg_seg_first.append(seq)
+        seg.seqs.append(seq)
+        seg.offsets.append(offset)
+        seg.lens.append(total_len)
+        seg.live += 1
+
+    def _locate(self, seq: int) -> tuple[_Segment, int] | None:
+        """The segment and index of the live MSG record of ``seq``."""
+        pos = bisect_right(self._msg_seg_first, seq) - 1
+        if pos < 0:
+            return None
+        seg = self._msg_segs[pos]
+        idx = bisect_left(seg.seqs, seq)
+        if idx < len(seg.seqs) and seg.seqs[idx] == seq and seg.lens[idx]:
+            return seg, idx
+        return None
+
+    def _mark_dead(self, seg: _Segment, idx: int) -> None:
+        seg.lens[idx] = 0
+        seg.live -= 1
+        lens = seg.lens
+        low = seg.low_idx
+        while low < len(lens) and not lens[low]:
+            low += 1
+        seg.low_idx = low
+        if seg.live == 0 and seg is not self._active:
+            self._reclaim_due = True
+
+    def _kill_through(self, seq: int) -> list[_Segment]:
+        """Marks every MSG record with seq <= ``seq`` removed; returns the segments holding any."""
+        touched: list[_Segment] = []
+        for seg in self._msg_segs:
+            if seg.seqs[0] > seq:
+                break
+            touched.append(seg)
+            lo, hi = seg.low_idx, bisect_right(seg.seqs, seq)
+            if hi <= lo:
+                continue
+            seg.live -= (hi - lo) - seg.lens[lo:hi].count(0)
+            seg.lens[lo:hi] = array("I", bytes(4 * (hi - lo)))
+            seg.low_idx = hi
+            while seg.low_idx < len(seg.lens) and not seg.lens[seg.low_idx]:
+                seg.low_idx += 1
+            if seg.live == 0 and seg is not self._active:
+                self._reclaim_due = True
+        for dead_seq in [s for s in self._corrupt if s <= seq]:
+            del self._corrupt[dead_seq]
+        return touched
+
+    def _found_corrupt(self, seg: _Segment, idx: int, reason: str) -> None:
+        seq = seg.seqs[idx]
+        record = CorruptRecord(seq=seq, location=seg.location(seg.offsets[idx]), reason=reason)
+        self._corrupt[seq] = (record, seg.seg_id)
+        self._mark_dead(seg, idx)
+
+    # ----------------------------------------------------------------- writing
+
+    def _log(self, rec: bytes, targets: tuple[_Segment, ...] | list[_Segment]) -> _Segment:
+        """Appends a non-MSG record; ``targets`` are the segments its removal refers to."""
+        seg = self._writable_segment()
+        self._buf += rec
+        seg.size_bytes += len(rec)
+        for target in targets:
+            if target is not seg:
+                seg.refs.add(target.seg_id)
+        return seg
+
+    def _write_meta(self, meta: bytes) -> None:
+        self._meta = meta
+        self._meta_seg_id = self._log(records.encode_meta(meta), ()).seg_id
+
+    def _writable_segment(self) -> _Segment:
+        """The active segment, rotated first if full. Rotating before a write rather than after
+        one keeps the segment just written active, hence never deleted by the reclaim that
+        follows (re-appending the meta blob could otherwise fill and free segments forever)."""
+        seg = self._active
+        if seg is not None and seg.size_bytes >= self._segment_bytes_max:
+            self.flush()
+            self._active = None
+            if seg.live == 0:
+                self._reclaim_due = True
+            seg = None
+        return seg or self._new_segment()
+
+    def _new_segment(self) -> _Segment:
+        assert self._active is None and not self._buf
+        seg_id = self._next_seg_id
+        self._next_seg_id += 1
+        name = SEGMENT_NAME_FORMAT.format(seg_id)
+        fd = os.open(self._dir / name, _OPEN_FLAGS | os.O_CREAT | os.O_EXCL, _FILE_MODE)
+        seg = _Segment(seg_id=seg_id, name=name, fd=fd, size_bytes=0, flushed_bytes=0)
+        self._segments[seg_id] = seg
+        self._active = seg
+        with self._lock:  # the new directory entry must be durable with the data put in it
+            self._dirty_fds.add(self._dir_fd)
+        return seg
+
+    def _erase_in_place(self, seg: _Segment, offset: int, total_len: int) -> None:
+        patch = records.erase_patch(total_len)
+        offset += records.HEADER_BYTES
+        if offset >= seg.flushed_bytes:
+            start = offset - seg.flushed_bytes
+            self._buf[start : start + len(patch)] = patch
+            return
+        os.pwrite(seg.fd, patch, offset)
+        with self._lock:
+            self._dirty_fds.add(seg.fd)
+
+    # ----------------------------------------------------------------- reclaiming space
+
+    def _reclaim(self) -> None:
+        """Deletes every segment that may go (see the module docstring), oldest first."""
+        if self._reclaiming:
+            return  # the outer pass loops again: _reclaim_due is set
+        self._reclaiming = True
+        try:
+            self._reclaim_pass()
+        finally:
+            self._reclaiming = False
+
+    def _reclaim_pass(self) -> None:
+        while self._reclaim_due:
+            self._reclaim_due = False
+            for seg in list(self._segments.values()):
+                if seg is self._active or seg.live > 0 or seg.seg_id not in self._segments:
+                    continue
+                if any(ref in self._segments for ref in seg.refs):
+                    continue
+                self._delete_segment(seg)
+
+    def _delete_segment(self, seg: _Segment) -> None:
+        if self._meta_seg_id == seg.seg_id and self._meta is not None:
+            self._write_meta(self._meta)  # a new copy, in the active segment
+        # Everything written so far (the removals that killed this segment, the meta copy) must be
+        # durable before the unlink: a crash then recovers a prefix of the operations.
+        self.sync()
+        del self._segments[seg.seg_id]
+        if seg.seqs:
+            pos = self._msg_segs.index(seg)
+            del self._msg_segs[pos]
+            del self._msg_seg_first[pos]
+        self._corrupt = {s: c for s, c in self._corrupt.items() if c[1] != seg.seg_id}
+        self._corrupt_unknown = [c for c in self._corrupt_unknown if c[1] != seg.seg_id]
+        self._close_fd(seg.fd)
+        os.unlink(self._dir / seg.name)
+        os.fsync(self._dir_fd)  # gone for good before any segment referring to it may go
+
+    def _close_fd(self, fd: int) -> None:
+        with self._lock:
+            self._dirty_fds.discard(fd)
+            if self._fsyncing_fds.get(fd):
+                self._close_deferred_fds.add(fd)
+                return
+        os.close(fd)
+
+    def _segment_bytes(self, seg: _Segment) -> bytes:
+        data = _pread_all(seg.fd, seg.flushed_bytes)
+        if seg is self._active and self._buf:
+            data += bytes(self._buf)
+        return data
+
+    # ----------------------------------------------------------------- recovery
+
+    def _recover(self) -> None:
+        found: list[tuple[int, str]] = []
+        for entry in os.listdir(self._dir):
+            match = _SEGMENT_NAME_RE.match(entry)
+            if match:
+                found.append((int(match.group(1)), entry))
+        found.sort()
+        if found:
+            self._next_seg_id = found[-1][0] + 1
+        non_empty: list[tuple[int, str]] = []
+        for seg_id, name in found:
+            if os.path.getsize(self._dir / name) == 0:
+                os.unlink(self._dir / name)
+                self._notes.append(f"{name}: empty segment removed")
+            else:
+                non_empty.append((seg_id, name))
+        pending: dict[int, tuple[CorruptRecord, int]] = {}
+        for pos, (seg_id, name) in enumerate(non_empty):
+            self._recover_segment(seg_id, name, pending, is_last=pos == len(non_empty) - 1)
+        self._corrupt.update(pending)
+        self._reclaim_due = True
+        self._reclaim()
+        if self._notes:
+            os.fsync(self._dir_fd)
+
+    def _recover_segment(
+        self,
+        seg_id: int,
+        name: str,
+        pending: dict[int, tuple[CorruptRecord, int]],
+        *,
+        is_last: bool,
+    ) -> None:
+        fd = os.open(self._dir / name, _OPEN_FLAGS)
+        size = os.fstat(fd).st_size
+        seg = _Segment(seg_id=seg_id, name=name, fd=fd, size_bytes=size, flushed_bytes=size)
+        self._segments[seg_id] = seg
+        data = _pread_all(fd, size)
+        appendable = is_last
+        for item in records.walk(data):
+            if isinstance(item, WalkStop):
+                appendable = self._recover_stop(seg, item, is_last=is_last)
+                break
+            ends_file = item.offset + item.total_len == size
+            if not item.crc_ok and not item.erased and is_last and ends_file:
+                self._truncate(seg, item.offset, f"final record (seq {item.seq}) failed its CRC")
+                break
+            self._recover_record(seg, data, item, pending)
+        if appendable and seg.size_bytes < self._segment_bytes_max:
+            self._active = seg
+
+    def _recover_stop(self, seg: _Segment, stop: WalkStop, *, is_last: bool) -> bool:
+        """Handles a segment that does not end cleanly; returns whether appends may continue."""
+        if stop.torn and is_last:
+            self._truncate(seg, stop.offset, stop.reason)
+            return True
+        record = CorruptRecord(seq=None, location=seg.location(stop.offset), reason=stop.reason)
+        self._corrupt_unknown.append((record, seg.seg_id))
+        self._notes.append(f"{record.location}: {stop.reason}; rest of the segment not read")
+        return False
+
+    def _truncate(self, seg: _Segment, offset: int, reason: str) -> None:
+        self._notes.append(
+            f"{seg.location(offset)}: {reason}; truncated {seg.size_bytes - offset} torn bytes"
+        )
+        os.ftruncate(seg.fd, offset)
+        os.fsync(seg.fd)
+        seg.size_bytes = seg.flushed_bytes = offset
+
+    def _recover_record(
+        self,
+        seg: _Segment,
+        data: bytes,
+        item: WalkedRecord,
+        pending: dict[int, tuple[CorruptRecord, int]],
+    ) -> None:
+        rtype, seq = item.rtype, item.seq
+        if rtype == RecordType.MSG:
+            if seq <= self._last_seq:
+                reason = f"sequence {seq} not above {self._last_seq}"
+                record = CorruptRecord(seq=None, location=seg.location(item.offset), reason=reason)
+                self._corrupt_unknown.append((record, seg.seg_id))
+            elif item.crc_ok:
+                self._index_msg(seg, seq, item.offset, item.total_len)
+                self._last_seq = seq
+            elif item.erased:
+                self._last_seq = seq
+            else:
+                location = seg.location(item.offset)
+                pending[seq] = (CorruptRecord(seq, location, "checksum mismatch"), seg.seg_id)
+                self._last_seq = seq
+        elif rtype == RecordType.REMOVE:  # header CRC vouches for seq: the removal holds
+            pending.pop(seq, None)
+            found = self._locate(seq)
+            if found is not None:
+                self._mark_dead(*found)
+                if found[0] is not seg:
+                    seg.refs.add(found[0].seg_id)
+        elif rtype == RecordType.REMOVE_THROUGH:
+            for dead_seq in [s for s in pending if s <= seq]:
+                del pending[dead_seq]
+            seg.refs.update(t.seg_id for t in self._kill_through(seq) if t is not seg)
+        elif rtype == RecordType.META:
+            if item.crc_ok:
+                self._meta = records.meta_body(data, item.offset, item.total_len)
+                self._meta_seg_id = seg.seg_id
+            else:
+                location = seg.location(item.offset)
+                record = CorruptRecord(seq=None, location=location, reason="damaged meta record")
+                self._corrupt_unknown.append((record, seg.seg_id))
+
+
+def _pread_all(fd: int, size: int) -> bytes:
+    data = os.pread(fd, size, 0)
+    while len(data) < size:
+        more = os.pread(fd, size - len(data), len(data))
+        if not more:
+            break
+        data += more
+    return data

@@ -1,0 +1,368 @@
+"""In-memory indexes over a stream's live messages, so that no query scans the stream.
+
+Owns: the set of live sequences (sorted), per-subject sorted sequence lists, a token trie of the
+distinct subjects (wildcard filters walk subjects, never messages), and per-sequence metadata
+(subject, timestamp, accounting size, digest contribution). ``engine/stream.py`` keeps it in step
+with the store on every apply and answers every ``StreamView`` query from it.
+
+Timestamps are non-decreasing in sequence order (``Stream.apply`` assigns ts = max(entry ts, last
+ts)), which is what lets ``seq_for_time`` bisect the sequence list.
+
+Must never: touch the store, read clocks, or decide what to remove (the stream does).
+"""
+
+from __future__ import annotations
+
+import sys
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator
+from typing import Final, NamedTuple, Protocol
+
+from sortedcontainers import SortedList  # type: ignore[import-untyped]
+
+from protocol.subjects import FULL_WILDCARD, PARTIAL_WILDCARD, has_wildcard, subject_matches
+
+# A subject's sequences live in a plain list (cheap for the common few-messages-per-subject case)
+# until it grows past this, then in a SortedList (cheap removal from the head at any size).
+SUBJECT_LIST_SMALL_MAX: Final = 64
+# Wildcard next/last lookups first walk this many neighbouring messages before falling back to
+# one bisect per matching subject: cheap when the filter matches most subjects.
+WILDCARD_PROBE_MSGS: Final = 16
+
+
+class _SortedInts(Protocol):
+    """The part of ``sortedcontainers.SortedList`` used here (the package ships no types)."""
+
+    def add(self, value: int) -> None: ...
+    def remove(self, value: int) -> None: ...
+    def bisect_left(self, value: int) -> int: ...
+    def bisect_right(self, value: int) -> int: ...
+    def irange(
+        self, minimum: int | None = None, maximum: int | None = None, reverse: bool = False
+    ) -> Iterator[int]: ...
+    def __getitem__(self, index: int) -> int: ...
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[int]: ...
+
+
+def _new_sorted(values: Iterable[int] = ()) -> _SortedInts:
+    sorted_list: _SortedInts = SortedList(values)
+    return sorted_list
+
+
+_SubjectSeqs = list[int] | _SortedInts
+
+
+def _bisect_l(seqs: _SubjectSeqs, value: int) -> int:
+    return bisect_left(seqs, value) if isinstance(seqs, list) else seqs.bisect_left(value)
+
+
+def _bisect_r(seqs: _SubjectSeqs, value: int) -> int:
+    return bisect_right(seqs, value) if isinstance(seqs, list) else seqs.bisect_right(value)
+
+
+class MsgMeta(NamedTuple):
+    """What the index keeps per live message (payloads stay in the store)."""
+
+    subject: str
+    ts_ns: int
+    size_bytes: int
+    digest: int  # this message's contribution to the stream digest
+
+
+class _TrieNode:
+    __slots__ = ("children", "subject")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _TrieNode] = {}
+        self.subject: str | None = None  # set when a live subject ends at this node
+
+
+class SubjectTrie:
+    """Distinct live subjects by token, for wildcard matching without a scan of all subjects."""
+
+    __slots__ = ("_root",)
+
+    def __init__(self) -> None:
+        self._root = _TrieNode()
+
+    def insert(self, subject: str) -> None:
+        node = self._root
+        for token in subject.split("."):
+            child = node.children.get(token)
+            if child is None:
+                child = node.children[token] = _TrieNode()
+            node = child
+        node.subject = subject
+
+    def remove(self, subject: str) -> None:
+        path: list[tuple[_TrieNode, str]] = []
+        node = self._root
+        for token in subject.split("."):
+            child = node.children.get(token)
+            if child is None:
+                return
+            path.append((node, token))
+            node = child
+        node.subject = None
+        for parent, token in reversed(path):
+            child = parent.children[token]
+            if child.subject is not None or child.children:
+                break
+            del parent.children[token]
+
+    def clear(self) -> None:
+        self._root = _TrieNode()
+
+    def match(self, subject_filter: str) -> Iterator[str]:
+        """Live subjects matched by a filter (``*`` one token, trailing ``>`` one or more)."""
+        tokens = subject_filter.split(".")
+        yield from self._match(self._root, tokens, 0)
+
+    def _match(self, node: _TrieNode, tokens: list[str], i: int) -> Iterator[str]:
+        if i == len(tokens):
+            if node.subject is not None:
+                yield node.subject
+            return
+        token = tokens[i]
+        if token == FULL_WILDCARD and i == len(tokens) - 1:
+            for child in node.children.values():
+                yield from self._all_below(child)
+        elif token == PARTIAL_WILDCARD:
+            for child in node.children.values():
+                yield from self._match(child, tokens, i + 1)
+        else:
+            literal_child = node.children.get(token)
+            if literal_child is not None:
+                yield from self._match(literal_child, tokens, i + 1)
+
+    def _all_below(self, node: _TrieNode) -> Iterator[str]:
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            if current.subject is not None:
+                yield current.subject
+            stack.extend(current.children.values())
+
+
+def is_match_all(subject_filter: str) -> bool:
+    """The empty filter and ">" select every message."""
+    return subject_filter in ("", FULL_WILDCARD)
+
+
+class StreamIndex:
+    """Live sequences, per-subject sequences, subject trie and per-message metadata."""
+
+    __slots__ = ("_meta", "_seqs", "_subjects", "_trie", "bytes_total")
+
+    def __init__(self) -> None:
+        self._seqs = _new_sorted()
+        self._subjects: dict[str, _SubjectSeqs] = {}
+        self._meta: dict[int, MsgMeta] = {}
+        self._trie = SubjectTrie()
+        self.bytes_total = 0
+
+    # ------------------------------------------------------------------ maintenance
+
+    def add(self, seq: int, subject: str, ts_ns: int, size_bytes: int, digest: int) -> MsgMeta:
+        """Index a newly stored message; sequences arrive in increasing order."""
+        seqs = self._seqs
+        if seqs and not seq > seqs[-1]:
+            raise AssertionError(f"index add out of order: {seq} after {seqs[-1]}")
+        subject = sys.intern(subject)  # one str object per distinct subject, however many msgs
+        per_subject = self._subjects.get(subject)
+        if per_subject is None:
+            self._subjects[subject] = [seq]
+            self._trie.insert(subject)
+        elif isinstance(per_subject, list):
+            per_subject.append(seq)
+            if len(per_subject) > SUBJECT_LIST_SMALL_MAX:
+                self._subjects[subject] = _new_sorted(per_subject)
+        else:
+            per_subject.add(seq)
+        seqs.add(seq)
+        meta = MsgMeta(subject, ts_ns, size_bytes, digest)
+        self._meta[seq] = meta
+        self.bytes_total += size_bytes
+        return meta
+
+    def remove(self, seq: int) -> MsgMeta | None:
+        """Forget a live message; None when it is not live."""
+        meta = self._meta.pop(seq, None)
+        if meta is None:
+            return None
+        self._seqs.remove(seq)
+        per_subject = self._subjects[meta.subject]
+        if isinstance(per_subject, list):
+            del per_subject[bisect_left(per_subject, seq)]
+        else:
+            per_subject.remove(seq)
+        if not per_subject:
+            del self._subjects[meta.subject]
+            self._trie.remove(meta.subject)
+        self.bytes_total -= meta.size_bytes
+        return meta
+
+    def clear(self) -> None:
+        self._seqs = _new_sorted()
+        self._subjects = {}
+        self._meta = {}
+        self._trie.clear()
+        self.bytes_total = 0
+
+    # ------------------------------------------------------------------ plain lookups
+
+    def __len__(self) -> int:
+        return len(self._seqs)
+
+    def __contains__(self, seq: object) -> bool:
+        return seq in self._meta
+
+    def get(self, seq: int) -> MsgMeta | None:
+        return self._meta.get(seq)
+
+    @property
+    def first_seq(self) -> int:
+        """Lowest live sequence, 0 when empty."""
+        return self._seqs[0] if self._seqs else 0
+
+    @property
+    def last_live_seq(self) -> int:
+        """Highest live sequence, 0 when empty."""
+        return self._seqs[-1] if self._seqs else 0
+
+    @property
+    def num_subjects(self) -> int:
+        return len(self._subjects)
+
+    def seqs(self, minimum: int | None = None, maximum: int | None = None) -> Iterator[int]:
+        """Live sequences in [minimum, maximum], ascending (a lazy view: copy before mutating)."""
+        return self._seqs.irange(minimum, maximum)
+
+    def subject_count(self, subject: str) -> int:
+        seqs = self._subjects.get(subject)
+        return len(seqs) if seqs is not None else 0
+
+    def subject_first_seq(self, subject: str) -> int:
+        seqs = self._subjects.get(subject)
+        return seqs[0] if seqs else 0
+
+    def subject_seqs(self, subject: str) -> list[int]:
+        seqs = self._subjects.get(subject)
+        return list(seqs) if seqs is not None else []
+
+    def matching_subjects(self, subject_filter: str) -> list[str]:
+        if is_match_all(subject_filter):
+            return list(self._subjects)
+        if not has_wildcard(subject_filter):
+            return [subject_filter] if subject_filter in self._subjects else []
+        return list(self._trie.match(subject_filter))
+
+    # ------------------------------------------------------------------ queries
+
+    def next_seq(self, start_seq: int, subject_filter: str = "") -> int | None:
+        """First live seq >= start_seq matching the filter."""
+        if is_match_all(subject_filter):
+            i = self._seqs.bisect_left(start_seq)
+            return self._seqs[i] if i < len(self._seqs) else None
+        if not has_wildcard(subject_filter):
+            seqs = self._subjects.get(subject_filter)
+            if seqs is None:
+                return None
+            i = _bisect_l(seqs, start_seq)
+            return seqs[i] if i < len(seqs) else None
+        probed = 0
+        for seq in self._seqs.irange(minimum=start_seq):
+            if subject_matches(subject_filter, self._meta[seq].subject):
+                return seq
+            probed += 1
+            if probed >= WILDCARD_PROBE_MSGS:
+                break
+        else:
+            return None
+        best: int | None = None
+        for subject in self._trie.match(subject_filter):
+            seqs = self._subjects[subject]
+            i = _bisect_l(seqs, start_seq)
+            if i < len(seqs) and (best is None or seqs[i] < best):
+                best = seqs[i]
+        return best
+
+    def last_seq(self, subject_filter: str, ceiling: int | None = None) -> int | None:
+        """Last live seq <= ceiling (None = no ceiling) matching the filter."""
+        if ceiling is None:
+            ceiling = self.last_live_seq
+        if is_match_all(subject_filter):
+            i = self._seqs.bisect_right(ceiling)
+            return self._seqs[i - 1] if i > 0 else None
+        if not has_wildcard(subject_filter):
+            seqs = self._subjects.get(subject_filter)
+            if seqs is None:
+                return None
+            i = _bisect_r(seqs, ceiling)
+            return seqs[i - 1] if i > 0 else None
+        probed = 0
+        for seq in self._seqs.irange(maximum=ceiling, reverse=True):
+            if subject_matches(subject_filter, self._meta[seq].subject):
+                return seq
+            probed += 1
+            if probed >= WILDCARD_PROBE_MSGS:
+                break
+        else:
+            return None
+        best: int | None = None
+        for subject in self._trie.match(subject_filter):
+            seqs = self._subjects[subject]
+            i = _bisect_r(seqs, ceiling)
+            if i > 0 and (best is None or seqs[i - 1] > best):
+                best = seqs[i - 1]
+        return best
+
+    def count(self, start_seq: int, subject_filter: str = "") -> int:
+        """Number of live messages with seq >= start_seq matching the filter."""
+        if is_match_all(subject_filter):
+            return len(self._seqs) - self._seqs.bisect_left(start_seq)
+        if not has_wildcard(subject_filter):
+            seqs = self._subjects.get(subject_filter)
+            return 0 if seqs is None else len(seqs) - _bisect_l(seqs, start_seq)
+        total = 0
+        for subject in self._trie.match(subject_filter):
+            seqs = self._subjects[subject]
+            total += len(seqs) - _bisect_l(seqs, start_seq)
+        return total
+
+    def seq_for_time(self, ts_ns: int) -> int | None:
+        """First live seq whose ts >= ts_ns (timestamps are non-decreasing in seq)."""
+        seqs, meta = self._seqs, self._meta
+        lo, hi = 0, len(seqs)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if meta[seqs[mid]].ts_ns < ts_ns:
+                lo = mid + 1
+            else:
+                hi = mid
+        return seqs[lo] if lo < len(seqs) else None
+
+    def multi_last(self, filters: list[str], ceiling: int, limit: int) -> list[int] | None:
+        """Last seq <= ceiling of every distinct subject matching any filter, ascending;
+        None as soon as more than ``limit`` (> 0) subjects have one."""
+        found: set[int] = set()
+        seen_subjects: set[str] = set()
+        for subject_filter in filters:
+            for subject in self.matching_subjects(subject_filter):
+                if subject in seen_subjects:
+                    continue
+                seen_subjects.add(subject)
+                seqs = self._subjects[subject]
+                i = _bisect_r(seqs, ceiling)
+                if i == 0:
+                    continue
+                found.add(seqs[i - 1])
+                if 0 < limit < len(found):
+                    return None
+        return sorted(found)
+
+    def subjects_state(self, subject_filter: str) -> dict[str, int]:
+        """Message count per live subject matching the filter."""
+        subjects = self._subjects
+        return {s: len(subjects[s]) for s in self.matching_subjects(subject_filter)}

@@ -1,0 +1,930 @@
+"""One stream's deterministic state machine: ``state_n = apply(state_{n-1}, entry_n)``.
+
+Owns everything that must be identical on every replica: sequence numbers, timestamps (taken from
+the entry, never from a clock: a stored message gets max(entry ts, last ts) so time never goes
+backwards), the publish-time header checks in nats-server's exact order and wording, the dedupe
+window, discard-new and discard-old limits, rollups, deletes, purges, MaxAge expiry and config
+updates. It sits on any ``MessageStore`` (memory or file) and answers ``StreamView`` queries from
+``engine/index.py`` without scanning. Engine bookkeeping that the store cannot derive (applied
+index, last_seq across purges, last msg id, config) is persisted as the store's meta blob after
+every apply.
+
+Reference behaviour: nats-server v2.15 ``stream.go processJetStreamMsgWithBatch``, ``purgeLocked``,
+``memstore.go storeRawMsg/PurgeEx/compact/UpdateConfig`` (probed against the v2.15.1 binary).
+
+Must never: change state outside ``apply``, read a clock, use randomness, or let an entry from the
+log raise anything but an ``AssertionError`` on a broken internal invariant.
+"""
+
+from __future__ import annotations
+
+import heapq
+import struct
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import islice, takewhile
+from typing import Final
+
+from pydantic import ValidationError
+
+from engine import limits
+from engine.digest import MessageSum, config_hash, message_hash, state_digest
+from engine.entries import (
+    DeleteMsgEntry,
+    Entry,
+    ExpireEntry,
+    InboundMsg,
+    PublishEntry,
+    PurgeEntry,
+    UpdateConfigEntry,
+)
+from engine.index import StreamIndex, is_match_all
+from engine.store import MessageStore, StoredMsg
+from protocol import errors
+from protocol.errors import ApiError
+from protocol.headers import get_header, remove_header
+from protocol.models import StreamConfig
+
+# Header names nats-server interprets on publish (matched case-sensitively, first occurrence).
+HDR_MSG_ID: Final = "Nats-Msg-Id"
+HDR_EXPECTED_STREAM: Final = "Nats-Expected-Stream"
+HDR_EXPECTED_LAST_SEQ: Final = "Nats-Expected-Last-Sequence"
+HDR_EXPECTED_LAST_SUBJ_SEQ: Final = "Nats-Expected-Last-Subject-Sequence"
+HDR_EXPECTED_LAST_SUBJ_SEQ_SUBJ: Final = "Nats-Expected-Last-Subject-Sequence-Subject"
+HDR_EXPECTED_LAST_MSG_ID: Final = "Nats-Expected-Last-Msg-Id"
+HDR_ROLLUP: Final = "Nats-Rollup"
+HDR_MSG_TTL: Final = "Nats-TTL"
+HDR_STREAM_SOURCE: Final = "Nats-Stream-Source"
+HDR_CLIENT_INFO: Final = "Nats-Request-Info"
+_HDR_CLIENT_INFO_BYTES: Final = HDR_CLIENT_INFO.encode()
+_HDR_NATS_PREFIX: Final = b"Nats-"
+_HDR_EXPECTED_PREFIX: Final = b"Nats-Expected-"
+_HDR_KEY_BYTES: Final = {
+    key: key.encode()
+    for key in (
+        HDR_MSG_ID,
+        HDR_EXPECTED_STREAM,
+        HDR_EXPECTED_LAST_SEQ,
+        HDR_EXPECTED_LAST_SUBJ_SEQ,
+        HDR_EXPECTED_LAST_SUBJ_SEQ_SUBJ,
+        HDR_EXPECTED_LAST_MSG_ID,
+        HDR_ROLLUP,
+        HDR_MSG_TTL,
+        HDR_STREAM_SOURCE,
+    )
+}
+
+ROLLUP_SUBJECT: Final = "sub"
+ROLLUP_ALL: Final = "all"
+
+# nats-server store errors surfaced as 10077 / 10057 descriptions.
+ERR_MAX_MSGS: Final = "maximum messages exceeded"
+ERR_MAX_BYTES: Final = "maximum bytes exceeded"
+ERR_MAX_MSGS_PER_SUBJECT: Final = "maximum messages per subject exceeded"
+ERR_MSG_TOO_LARGE: Final = "message too large"
+ERR_STORE_MSG_NOT_FOUND: Final = "no message found"
+ERR_STORE_EOF: Final = "stream store EOF"
+
+META_FORMAT_VERSION: Final = 1
+# version, applied index, last_seq, first_seq while empty, last_ts_ns, created_ns
+_META_HEAD = struct.Struct(">BQQQqq")
+_U32 = struct.Struct(">I")
+
+
+class StreamMetaError(ValueError):
+    """The store's meta blob is not one this code wrote."""
+
+
+@dataclass(frozen=True, slots=True)
+class PubResult:
+    """The outcome of one message of a publish entry, in input order. A duplicate carries the
+    original message's seq; an error carries seq 0."""
+
+    seq: int
+    duplicate: bool = False
+    error: ApiError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamState:
+    """STREAM.INFO ``state`` (timestamps in ns; 0 is Go's zero time)."""
+
+    messages: int
+    bytes: int
+    first_seq: int
+    first_ts_ns: int
+    last_seq: int
+    last_ts_ns: int
+    num_subjects: int
+    num_deleted: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Accepted:
+    """A message that passed every pre-store check, as it will be stored."""
+
+    msg: InboundMsg  # the header may have lost Nats-Request-Info
+    msg_id: str
+    rollup: str  # "", ROLLUP_SUBJECT or ROLLUP_ALL
+
+
+ApplyResult = list[PubResult] | ApiError | int | list[int] | None
+
+
+class Stream:
+    """A stream's state machine over a ``MessageStore``; implements ``engine.view.StreamView``."""
+
+    def __init__(self, config: StreamConfig, store: MessageStore, created_ns: int) -> None:
+        """Open the stream on ``store``. ``config`` (normalized: -1 for unlimited, duplicate
+        window in ns) and ``created_ns`` describe a new stream; when the store already holds
+        engine meta, the persisted config (with every applied update) and creation time win."""
+        self._store = store
+        self._index = StreamIndex()
+        self._msg_sum = MessageSum()
+        self._dedupe: dict[str, tuple[int, int]] = {}  # msg id -> (seq, ts_ns)
+        self._dedupe_order: deque[tuple[str, int, int]] = deque()  # (msg id, seq, ts_ns)
+        self._applied_index = 0
+        self._created_ns = created_ns
+        self._last_seq = config.first_seq - 1 if config.first_seq > 0 else 0
+        self._empty_first_seq = config.first_seq  # first_seq reported while empty (0 when new)
+        self._last_ts_ns = 0
+        self._last_msg_id = ""
+        meta = store.get_meta()
+        if meta is not None:
+            config = self._restore_meta(meta)
+        self._set_config(config)
+        self._rebuild_from_store(has_meta=meta is not None)
+
+    # ================================================================== apply
+
+    @property
+    def applied_index(self) -> int:
+        return self._applied_index
+
+    def apply(self, index: int, entry: Entry) -> ApplyResult:
+        """Apply one committed log entry; see the typed ``apply_*`` methods for the results."""
+        if isinstance(entry, PublishEntry):
+            return self.apply_publish(index, entry)
+        if isinstance(entry, DeleteMsgEntry):
+            return self.apply_delete(index, entry)
+        if isinstance(entry, PurgeEntry):
+            return self.apply_purge(index, entry)
+        if isinstance(entry, ExpireEntry):
+            return self.apply_expire(index, entry)
+        if isinstance(entry, UpdateConfigEntry):
+            return self.apply_update(index, entry)
+        raise TypeError(f"not a log entry: {type(entry).__name__}")
+
+    def apply_publish(self, index: int, entry: PublishEntry) -> list[PubResult]:
+        self._begin(index)
+        ts_ns = max(entry.ts_ns, self._last_ts_ns)
+        self._expire_dedupe(ts_ns)
+        results = [self._publish_one(msg, ts_ns) for msg in entry.msgs]
+        self._end(index)
+        return results
+
+    def apply_delete(self, index: int, entry: DeleteMsgEntry) -> ApiError | None:
+        self._begin(index)
+        error = self._delete(entry.seq, entry.erase)
+        self._end(index)
+        return error
+
+    def apply_purge(self, index: int, entry: PurgeEntry) -> int | ApiError:
+        """Purged count, or the error nats-server's purge API gives."""
+        self._begin(index)
+        result: int | ApiError
+        if self._config.sealed:
+            result = ApiError(errors.STREAM_SEALED)
+        elif self._config.deny_purge:
+            result = ApiError(errors.STREAM_PURGE_FAILED, err="stream purge not permitted")
+        else:
+            result = self._purge_ex(entry.filter, entry.seq, entry.keep)
+        self._end(index)
+        return result
+
+    def apply_expire(self, index: int, entry: ExpireEntry) -> list[int]:
+        """Remove every message older than max_age at the entry's time; the removed seqs."""
+        self._begin(index)
+        removed: list[int] = []
+        max_age_ns = self._config.max_age
+        if max_age_ns > 0:
+            cutoff_ns = entry.ts_ns - max_age_ns
+            idx = self._index
+            # TODO(ttl): skip messages whose Nats-TTL is "never" (they are exempt from max_age).
+            removed = list(takewhile(lambda s: _ts_of(idx, s) <= cutoff_ns, idx.seqs()))
+            for seq in removed:
+                self._remove(seq)
+        self._end(index)
+        return removed
+
+    def apply_update(self, index: int, entry: UpdateConfigEntry) -> ApiError | None:
+        """Install a new (already validated) config and enforce lowered limits at once."""
+        self._begin(index)
+        error = self._update_config(entry.config_json)
+        self._end(index)
+        return error
+
+    def _begin(self, index: int) -> None:
+        if not index > self._applied_index:
+            raise AssertionError(f"apply index {index} not after {self._applied_index}")
+
+    def _end(self, index: int) -> None:
+        self._applied_index = index
+        self._check_invariants()
+        self._store.set_meta(self._encode_meta())
+
+    def _check_invariants(self) -> None:
+        idx = self._index
+        if idx and not idx.last_live_seq <= self._last_seq:
+            raise AssertionError(f"live seq {idx.last_live_seq} beyond last_seq {self._last_seq}")
+        if not idx and not self._empty_first_seq <= self._last_seq + 1:
+            raise AssertionError(f"empty first_seq {self._empty_first_seq} > {self._last_seq}+1")
+        if idx.bytes_total < 0:
+            raise AssertionError(f"negative bytes {idx.bytes_total}")
+
+    # ================================================================== publish
+
+    def _publish_one(self, msg: InboundMsg, ts_ns: int) -> PubResult:
+        checked = self._check_publish(msg)
+        if isinstance(checked, PubResult):
+            return checked
+        msg = checked.msg
+        seq = self._store_msg(msg, ts_ns, checked.msg_id)
+        self._enforce_limits_after_store(msg.subject)
+        if checked.rollup == ROLLUP_SUBJECT:
+            self._purge_ex(msg.subject, 0, 1)
+        elif checked.rollup == ROLLUP_ALL:
+            self._purge_ex("", 0, 1)
+        return PubResult(seq)
+
+    def _check_publish(self, msg: InboundMsg) -> PubResult | _Accepted:
+        """nats-server's publish checks, in the order the v2.15.1 binary applies them (probed;
+        server-behavior.md §5.4 lists the sizes later, as the main-branch source has them)."""
+        cfg = self._config
+        hdr = msg.hdr
+        if cfg.storage == "file":
+            record_bytes = self._msg_size(msg.subject, hdr, msg.data)
+            if limits.filestore_record_too_large(record_bytes):
+                return _error(ApiError(errors.STREAM_STORE_FAILED, err=ERR_MSG_TOO_LARGE))
+        if cfg.sealed:
+            return _error(ApiError(errors.STREAM_SEALED))
+        if hdr and _HDR_CLIENT_INFO_BYTES in hdr:
+            # stream.go strips it (it is the server's own cross-account request info); probed:
+            # the stored message lacks it and the size checks see the stripped header.
+            hdr = remove_header(hdr, HDR_CLIENT_INFO)
+            msg = InboundMsg(msg.subject, hdr, msg.data)
+        # The v2.15.1 binary checks both sizes before any header (probed: an oversized message
+        # with a duplicate Nats-Msg-Id or a wrong Nats-Expected-Stream still gets 10054/10097).
+        if cfg.max_msg_size >= 0 and len(hdr) + len(msg.data) > cfg.max_msg_size:
+            return _error(ApiError(errors.STREAM_MESSAGE_EXCEEDS_MAXIMUM))
+        if len(hdr) > limits.HEADER_BYTES_MAX:
+            return _error(ApiError(errors.STREAM_HEADER_EXCEEDS_MAXIMUM))
+        msg_id, rollup, ttl_invalid = "", "", False
+        if hdr and _HDR_NATS_PREFIX in hdr:
+            checked = self._check_headers(msg)
+            if isinstance(checked, PubResult):
+                return checked
+            msg_id, rollup, ttl_invalid = checked
+        if ttl_invalid:
+            return _error(ApiError(errors.MESSAGE_TTL_INVALID))
+        limit_error = self._discard_new_error(msg, rollup)
+        if limit_error is not None:
+            return _error(ApiError(errors.STREAM_STORE_FAILED, err=limit_error))
+        return _Accepted(msg, msg_id, rollup)
+
+    def _check_headers(self, msg: InboundMsg) -> PubResult | tuple[str, str, bool]:
+        """The header checks, from Nats-Expected-Stream to Nats-Rollup; returns the msg id, the
+        rollup and whether Nats-TTL failed to parse (reported later, as nats-server does)."""
+        cfg, hdr = self._config, msg.hdr
+        has_expected = _HDR_EXPECTED_PREFIX in hdr
+        expected_stream = _header(hdr, HDR_EXPECTED_STREAM) if has_expected else None
+        if expected_stream and expected_stream != cfg.name:
+            return _error(ApiError(errors.STREAM_NOT_MATCH))
+        ttl_invalid = False
+        ttl_value = _header(hdr, HDR_MSG_TTL)
+        if ttl_value:
+            # TODO(ttl): keep ttl_s for the TTL deadline index once allow_msg_ttl is implemented.
+            ttl_s, ttl_ok = parse_message_ttl(ttl_value)
+            if ttl_s != 0 and not cfg.allow_msg_ttl:
+                return _error(ApiError(errors.MESSAGE_TTL_DISABLED))
+            ttl_invalid = not ttl_ok
+        error = self._check_expected_seqs(msg) if has_expected else None
+        if error is not None:
+            return _error(error)
+        if _header(hdr, HDR_STREAM_SOURCE):
+            return _error(ApiError(errors.MESSAGE_SOURCE_HEADER_NOT_ALLOWED))
+        msg_id = _header(hdr, HDR_MSG_ID) or ""
+        if msg_id and cfg.mirror is None:
+            seen = self._dedupe.get(msg_id)
+            if seen is not None:
+                return PubResult(seen[0], duplicate=True)
+        expected_msg_id = _header(hdr, HDR_EXPECTED_LAST_MSG_ID) if has_expected else None
+        if expected_msg_id and expected_msg_id != self._last_msg_id:
+            return _error(ApiError(errors.STREAM_WRONG_LAST_MSG_ID, id=self._last_msg_id))
+        rollup = ""
+        rollup_value = _header(hdr, HDR_ROLLUP)
+        if rollup_value:
+            if not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
+                return _error(ApiError(errors.STREAM_ROLLUP_FAILED, err="rollup not permitted"))
+            rollup = _go_lower(rollup_value)
+            if rollup not in (ROLLUP_SUBJECT, ROLLUP_ALL):
+                err = f"rollup value invalid: {_go_quote(rollup)}"
+                return _error(ApiError(errors.STREAM_ROLLUP_FAILED, err=err))
+        return msg_id, rollup, ttl_invalid
+
+    def _check_expected_seqs(self, msg: InboundMsg) -> ApiError | None:
+        hdr = msg.hdr
+        subj_seq = _header(hdr, HDR_EXPECTED_LAST_SUBJ_SEQ)
+        subj_override = _header(hdr, HDR_EXPECTED_LAST_SUBJ_SEQ_SUBJ)
+        if subj_seq:
+            found = self._index.last_seq(subj_override or msg.subject) or 0
+            if found != _go_uint64(subj_seq):
+                return ApiError(errors.STREAM_WRONG_LAST_SEQUENCE, seq=found)
+        elif subj_override:
+            return ApiError(errors.STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_NOT_READY)
+        last_seq = _header(hdr, HDR_EXPECTED_LAST_SEQ)
+        if last_seq and _go_uint64(last_seq) != self._last_seq:
+            return ApiError(errors.STREAM_WRONG_LAST_SEQUENCE, seq=self._last_seq)
+        return None
+
+    def _discard_new_error(self, msg: InboundMsg, rollup: str) -> str | None:
+        """memstore/filestore storeRawMsg with DiscardNew: the limit a new message would break."""
+        cfg, idx = self._config, self._index
+        if cfg.discard != "new":
+            return None
+        per_subject_max = cfg.max_msgs_per_subject
+        at_subject_limit = per_subject_max > 0 and idx.subject_count(msg.subject) >= per_subject_max
+        if at_subject_limit and cfg.discard_new_per_subject and not rollup:
+            return ERR_MAX_MSGS_PER_SUBJECT
+        if cfg.max_msgs > 0 and len(idx) >= cfg.max_msgs and not at_subject_limit:
+            return ERR_MAX_MSGS
+        if cfg.max_bytes > 0:
+            size = self._msg_size(msg.subject, msg.hdr, msg.data)
+            if idx.bytes_total + size > cfg.max_bytes:
+                if not at_subject_limit:
+                    return ERR_MAX_BYTES
+                # At the subject limit the subject's oldest message will make room: enough?
+                oldest = idx.get(idx.subject_first_seq(msg.subject))
+                if oldest is None or oldest.size_bytes < size:
+                    return ERR_MAX_BYTES
+        return None
+
+    def _store_msg(self, msg: InboundMsg, ts_ns: int, msg_id: str) -> int:
+        seq = self._last_seq + 1
+        self._store.append(StoredMsg(seq, msg.subject, msg.hdr, msg.data, ts_ns))
+        self._index_msg(seq, msg.subject, msg.hdr, msg.data, ts_ns)
+        self._last_seq = seq
+        self._last_ts_ns = ts_ns
+        self._last_msg_id = msg_id
+        if msg_id and self._config.duplicate_window > 0:
+            self._dedupe[msg_id] = (seq, ts_ns)
+            self._dedupe_order.append((msg_id, seq, ts_ns))
+        return seq
+
+    def _index_msg(self, seq: int, subject: str, hdr: bytes, data: bytes, ts_ns: int) -> None:
+        msg_hash = message_hash(seq, subject, hdr, data, ts_ns)
+        self._index.add(seq, subject, ts_ns, self._msg_size(subject, hdr, data), msg_hash)
+        self._msg_sum.add(msg_hash)
+
+    def _expire_dedupe(self, now_ns: int) -> None:
+        """Forget msg ids stored a full duplicate window ago (stream.go purgeMsgIds)."""
+        window_ns = self._config.duplicate_window
+        order, dedupe = self._dedupe_order, self._dedupe
+        while order and now_ns - order[0][2] >= window_ns:
+            msg_id, seq, _ = order.popleft()
+            current = dedupe.get(msg_id)
+            if current is not None and current[0] == seq:
+                del dedupe[msg_id]
+
+    # ================================================================== limits and removal
+
+    def _enforce_limits_after_store(self, subject: str) -> None:
+        """Per-subject limit always drops the subject's oldest; msgs/bytes only with discard old."""
+        per_subject_max = self._config.max_msgs_per_subject
+        if per_subject_max > 0:
+            self._enforce_subject_limit(subject, per_subject_max)
+        self._enforce_discard_old()
+
+    def _enforce_subject_limit(self, subject: str, per_subject_max: int) -> None:
+        idx = self._index
+        while idx.subject_count(subject) > per_subject_max:
+            self._remove(idx.subject_first_seq(subject))
+
+    def _enforce_discard_old(self) -> None:
+        cfg, idx = self._config, self._index
+        if cfg.discard != "old":
+            return
+        if cfg.max_msgs > 0:
+            while len(idx) > cfg.max_msgs:
+                self._remove(idx.first_seq)
+        if cfg.max_bytes > 0:
+            while idx.bytes_total > cfg.max_bytes:
+                self._remove(idx.first_seq)
+
+    def _remove(self, seq: int, erase: bool = False) -> bool:
+        meta = self._index.remove(seq)
+        if meta is None:
+            return False
+        if not self._store.remove(seq, erase=erase):
+            raise AssertionError(f"seq {seq} indexed but not in the store")
+        self._msg_sum.remove(meta.digest)
+        if not self._index:
+            self._empty_first_seq = self._last_seq + 1
+        return True
+
+    def _delete(self, seq: int, erase: bool) -> ApiError | None:
+        cfg = self._config
+        if cfg.sealed:
+            return ApiError(errors.STREAM_SEALED)
+        if cfg.deny_delete:
+            return ApiError(errors.STREAM_MSG_DELETE_FAILED, err="message delete not permitted")
+        if self._remove(seq, erase):
+            return None
+        if cfg.storage == "file":
+            # filestore.go removeMsg: out-of-range seqs fail before the block lookup.
+            idx = self._index
+            if seq == 0:
+                return ApiError(errors.STREAM_MSG_DELETE_FAILED, err=ERR_STORE_MSG_NOT_FOUND)
+            if not idx or seq < idx.first_seq or seq > self._last_seq:
+                err = ERR_STORE_MSG_NOT_FOUND if seq <= self._last_seq else ERR_STORE_EOF
+                return ApiError(errors.STREAM_MSG_DELETE_FAILED, err=err)
+        return ApiError(errors.SEQUENCE_NOT_FOUND, seq=seq)
+
+    # ================================================================== purge
+
+    def _purge_ex(self, subject_filter: str, seq: int, keep: int) -> int:
+        """memstore.go PurgeEx: ``seq`` purges below it (exclusive), ``keep`` keeps the newest."""
+        if seq == 1:
+            return 0
+        if is_match_all(subject_filter):
+            if keep == 0 and seq == 0:
+                return self._purge_all()
+            if seq > 1:
+                return self._compact(seq)
+            subject_filter = ">"
+        idx = self._index
+        matched = idx.count(0, subject_filter)
+        if matched == 0:
+            return 0
+        to_purge = matched
+        if keep > 0:
+            if keep >= matched:
+                return 0
+            to_purge = matched - keep
+        ceiling = seq - 1 if seq >= 1 else None
+        victims = list(islice(self._matching_seqs(subject_filter, ceiling), to_purge))
+        for victim in victims:
+            self._remove(victim)
+        return len(victims)
+
+    def _matching_seqs(self, subject_filter: str, ceiling: int | None) -> Iterator[int]:
+        """Live seqs <= ceiling matching the filter, ascending (copied: callers remove)."""
+        idx = self._index
+        if is_match_all(subject_filter):
+            return iter(list(idx.seqs(maximum=ceiling)))
+        per_subject = [idx.subject_seqs(s) for s in idx.matching_subjects(subject_filter)]
+        merged = heapq.merge(*per_subject)
+        if ceiling is None:
+            return merged
+        return takewhile(lambda s: s <= ceiling, merged)
+
+    def _purge_all(self) -> int:
+        purged = len(self._index)
+        if purged:
+            self._store.remove_through(self._last_seq)
+        self._index.clear()
+        self._msg_sum.reset()
+        self._empty_first_seq = self._last_seq + 1
+        return purged
+
+    def _compact(self, seq: int) -> int:
+        """memstore.go compact: remove everything below seq; past the end it moves last_seq."""
+        if self.state_first_seq() > seq:
+            return 0
+        if seq <= self._last_seq:
+            victims = list(self._index.seqs(maximum=seq - 1))
+            for victim in victims:
+                meta = self._index.remove(victim)
+                if meta is None:
+                    raise AssertionError(f"seq {victim} vanished from the index")
+                self._msg_sum.remove(meta.digest)
+            if victims:
+                self._store.remove_through(seq - 1)
+            if not self._index:
+                self._empty_first_seq = self._last_seq + 1
+            return len(victims)
+        purged = self._purge_all()
+        self._empty_first_seq = seq
+        self._last_seq = seq - 1
+        return purged
+
+    # ================================================================== config
+
+    @property
+    def config(self) -> StreamConfig:
+        return self._config
+
+    def _set_config(self, config: StreamConfig) -> None:
+        self._config = config
+        self._config_json = config.model_dump_json(exclude_defaults=True).encode()
+        self._config_digest = config_hash(self._config_json)
+
+    def _update_config(self, config_json: bytes) -> ApiError | None:
+        try:
+            new = StreamConfig.model_validate_json(config_json)
+        except ValidationError as exc:
+            return ApiError(errors.STREAM_INVALID_CONFIG, err=f"invalid config: {exc.errors()}")
+        old = self._config
+        if new.name != old.name:
+            err = "stream configuration name must match original"
+            return ApiError(errors.STREAM_INVALID_CONFIG, err=err)
+        if new.storage != old.storage:
+            err = "stream configuration update can not change storage type"
+            return ApiError(errors.STREAM_INVALID_CONFIG, err=err)
+        self._set_config(new)
+        # memstore.go UpdateConfig: msgs and bytes limits (discard old only), then per subject
+        # when that limit was lowered or newly set.
+        self._enforce_discard_old()
+        new_max, old_max = new.max_msgs_per_subject, old.max_msgs_per_subject
+        if new_max > 0 and (old_max <= 0 or new_max < old_max):
+            for subject in self._index.matching_subjects(">"):
+                self._enforce_subject_limit(subject, new_max)
+        return None
+
+    # ================================================================== state
+
+    @property
+    def created_ns(self) -> int:
+        return self._created_ns
+
+    @property
+    def last_msg_id(self) -> str:
+        return self._last_msg_id
+
+    def state_first_seq(self) -> int:
+        """first_seq as STREAM.INFO reports it (0 for a stream that never held anything)."""
+        return self._index.first_seq if self._index else self._empty_first_seq
+
+    def state(self) -> StreamState:
+        idx = self._index
+        messages = len(idx)
+        first_seq = self.state_first_seq()
+        first_ts_ns = _ts_of(idx, first_seq) if messages else 0
+        num_deleted = self._last_seq - first_seq + 1 - messages if messages else 0
+        return StreamState(
+            messages=messages,
+            bytes=idx.bytes_total,
+            first_seq=first_seq,
+            first_ts_ns=first_ts_ns,
+            last_seq=self._last_seq,
+            last_ts_ns=self._last_ts_ns,
+            num_subjects=idx.num_subjects,
+            num_deleted=num_deleted,
+        )
+
+    def deleted_seqs(self) -> list[int]:
+        """Sequences in [first_seq, last_seq] that are not live (STREAM.INFO deleted_details)."""
+        if not self._index:
+            return []
+        out: list[int] = []
+        prev = self._index.first_seq - 1
+        for seq in self._index.seqs():
+            if seq > prev + 1:
+                out.extend(range(prev + 1, seq))
+            prev = seq
+        out.extend(range(prev + 1, self._last_seq + 1))
+        return out
+
+    def subjects_state(self, subject_filter: str) -> dict[str, int]:
+        """Message count per subject matching the filter (STREAM.INFO subjects_filter)."""
+        return self._index.subjects_state(subject_filter)
+
+    def next_expiry_ns(self) -> int | None:
+        """When the oldest message passes max_age (the leader proposes an ExpireEntry then)."""
+        if self._config.max_age <= 0 or not self._index:
+            return None
+        # TODO(ttl): the earliest of this and the TTL deadline index; skip "never" messages.
+        return _ts_of(self._index, self._index.first_seq) + self._config.max_age
+
+    def digest(self) -> bytes:
+        """State digest at the applied index; equal on every replica that applied the same log."""
+        state = self.state()
+        return state_digest(
+            msg_sum=self._msg_sum.value,
+            applied_index=self._applied_index,
+            first_seq=state.first_seq,
+            last_seq=state.last_seq,
+            first_ts_ns=state.first_ts_ns,
+            last_ts_ns=state.last_ts_ns,
+            messages=state.messages,
+            bytes_total=state.bytes,
+            last_msg_id=self._last_msg_id,
+            config_digest=self._config_digest,
+        )
+
+    # ================================================================== StreamView
+
+    @property
+    def name(self) -> str:
+        return self._config.name
+
+    @property
+    def first_seq(self) -> int:
+        return self._index.first_seq if self._index else self._last_seq + 1
+
+    @property
+    def last_seq(self) -> int:
+        return self._last_seq
+
+    def load(self, seq: int) -> StoredMsg | None:
+        return self._store.load(seq) if seq in self._index else None
+
+    def load_next(self, start_seq: int, subject_filter: str = "") -> StoredMsg | None:
+        while True:
+            seq = self._index.next_seq(start_seq, subject_filter)
+            if seq is None:
+                return None
+            msg = self._store.load(seq)
+            if msg is not None:
+                return msg
+            start_seq = seq + 1  # a record that failed its checksum is never served
+
+    def load_last(self, subject_filter: str, up_to_seq: int = 0) -> StoredMsg | None:
+        ceiling: int | None = up_to_seq if up_to_seq > 0 else None
+        while True:
+            seq = self._index.last_seq(subject_filter, ceiling)
+            if seq is None:
+                return None
+            msg = self._store.load(seq)
+            if msg is not None:
+                return msg
+            ceiling = seq - 1
+
+    def seq_for_time(self, ts_ns: int) -> int:
+        return self._index.seq_for_time(ts_ns) or 0
+
+    def num_pending(self, start_seq: int, subject_filter: str = "") -> int:
+        return self._index.count(start_seq, subject_filter)
+
+    def multi_last(self, filters: list[str], up_to_seq: int, limit: int) -> list[int] | None:
+        ceiling = up_to_seq if up_to_seq > 0 else self._last_seq
+        return self._index.multi_last(filters, ceiling, limit)
+
+    # ================================================================== persistence
+
+    def _msg_size(self, subject: str, hdr: bytes, data: bytes) -> int:
+        return limits.msg_size_bytes(self._config.storage, _utf8_len(subject), len(hdr), len(data))
+
+    def _encode_meta(self) -> bytes:
+        msg_id = self._last_msg_id.encode("utf-8", "surrogatepass")
+        return b"".join(
+            (
+                _META_HEAD.pack(
+                    META_FORMAT_VERSION,
+                    self._applied_index,
+                    self._last_seq,
+                    self._empty_first_seq,
+                    self._last_ts_ns,
+                    self._created_ns,
+                ),
+                _U32.pack(len(msg_id)),
+                msg_id,
+                _U32.pack(len(self._config_json)),
+                self._config_json,
+            )
+        )
+
+    def _restore_meta(self, meta: bytes) -> StreamConfig:
+        try:
+            head = _META_HEAD.unpack_from(meta, 0)
+            version, applied, last_seq, empty_first, last_ts_ns, created_ns = head
+            if version != META_FORMAT_VERSION:
+                raise StreamMetaError(f"unknown meta version {version}")
+            pos = _META_HEAD.size
+            (id_len,) = _U32.unpack_from(meta, pos)
+            pos += _U32.size
+            msg_id = meta[pos : pos + id_len].decode("utf-8", "surrogatepass")
+            pos += id_len
+            (cfg_len,) = _U32.unpack_from(meta, pos)
+            pos += _U32.size
+            config_json = meta[pos : pos + cfg_len]
+            if pos + cfg_len != len(meta):
+                raise StreamMetaError("meta length mismatch")
+            config = StreamConfig.model_validate_json(config_json)
+        except (struct.error, UnicodeDecodeError, ValidationError) as exc:
+            raise StreamMetaError(f"bad stream meta: {exc}") from None
+        self._applied_index = applied
+        self._last_seq = last_seq
+        self._empty_first_seq = empty_first
+        self._last_ts_ns = last_ts_ns
+        self._created_ns = created_ns
+        self._last_msg_id = msg_id
+        return config
+
+    def _rebuild_from_store(self, *, has_meta: bool) -> None:
+        """Rebuild the indexes and the dedupe window from the stored messages."""
+        window_ns = self._config.duplicate_window
+        ids: list[tuple[str, int, int]] = []
+        last: StoredMsg | None = None
+        for msg in self._store.scan():
+            self._index_msg(msg.seq, msg.subject, msg.hdr, msg.data, msg.ts_ns)
+            if msg.hdr and window_ns > 0:
+                msg_id = get_header(msg.hdr, HDR_MSG_ID)
+                if msg_id:
+                    ids.append((msg_id, msg.seq, msg.ts_ns))
+            last = msg
+        if last is not None and last.seq > self._last_seq:
+            # Stored past what the meta recorded (no meta yet, or meta written behind the data).
+            self._last_seq = last.seq
+            self._last_ts_ns = max(self._last_ts_ns, last.ts_ns)
+            if not has_meta:
+                self._last_msg_id = (get_header(last.hdr, HDR_MSG_ID) or "") if last.hdr else ""
+        # The window as the last publish left it: ids younger than window at last_ts.
+        for msg_id, seq, ts_ns in ids:
+            if self._last_ts_ns - ts_ns < window_ns:
+                self._dedupe[msg_id] = (seq, ts_ns)
+                self._dedupe_order.append((msg_id, seq, ts_ns))
+        self._check_invariants()
+
+
+# ====================================================================== helpers
+
+
+def _header(hdr: bytes, key: str) -> str | None:
+    """``get_header`` behind a C-speed substring test: a message carries few of the keys."""
+    return get_header(hdr, key) if _HDR_KEY_BYTES[key] in hdr else None
+
+
+def _error(error: ApiError) -> PubResult:
+    return PubResult(0, False, error)
+
+
+def _ts_of(idx: StreamIndex, seq: int) -> int:
+    meta = idx.get(seq)
+    if meta is None:
+        raise AssertionError(f"seq {seq} not live")
+    return meta.ts_ns
+
+
+def _utf8_len(text: str) -> int:
+    if text.isascii():
+        return len(text)
+    try:
+        return len(text.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:
+        return len(text.encode("utf-8", "surrogatepass"))
+
+
+# Go-compatible parsing of header values, so that edge cases answer as nats-server does.
+
+_INT64_MASK: Final = (1 << 64) - 1
+_INT64_SIGN: Final = 1 << 63
+
+
+def go_parse_int64(text: str) -> int:
+    """util.go ``parseInt64``: decimal digits only, -1 on anything else; overflow wraps."""
+    if not text or not text.isascii() or not text.isdigit():
+        return -1
+    value = int(text) & _INT64_MASK
+    return value - (1 << 64) if value & _INT64_SIGN else value
+
+
+def _go_uint64(text: str) -> int:
+    """``uint64(parseInt64(v))``: how expected-sequence headers are read (garbage never matches)."""
+    return go_parse_int64(text) & _INT64_MASK
+
+
+_GO_DURATION_UNITS_NS: Final = {
+    "ns": 1,
+    "us": 1_000,
+    "\u00b5s": 1_000,  # micro sign
+    "\u03bcs": 1_000,  # Greek mu
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
+}
+
+
+def _is_digit(ch: str) -> bool:
+    return "0" <= ch <= "9"
+
+
+def go_parse_duration(text: str) -> int | None:
+    """Go ``time.ParseDuration`` in ns, or None where Go returns an error."""
+    s = text
+    neg = False
+    if s and s[0] in "+-":
+        neg = s[0] == "-"
+        s = s[1:]
+    if s == "0":
+        return 0
+    if not s:
+        return None
+    total, i, n = 0, 0, len(s)
+    while i < n:
+        if not (s[i] == "." or _is_digit(s[i])):
+            return None
+        start = i
+        whole = 0
+        while i < n and _is_digit(s[i]):
+            if whole > _INT64_SIGN // 10:
+                return None
+            whole = whole * 10 + ord(s[i]) - 48
+            if whole > _INT64_SIGN:
+                return None
+            i += 1
+        pre = i != start
+        frac, scale, post = 0, 1.0, False
+        if i < n and s[i] == ".":
+            i += 1
+            start = i
+            overflow = False
+            while i < n and _is_digit(s[i]):
+                if not overflow:
+                    nxt = frac * 10 + ord(s[i]) - 48
+                    if frac > (_INT64_SIGN - 1) // 10 or nxt > _INT64_SIGN:
+                        overflow = True
+                    else:
+                        frac, scale = nxt, scale * 10
+                i += 1
+            post = i != start
+        if not pre and not post:
+            return None
+        start = i
+        while i < n and not (s[i] == "." or _is_digit(s[i])):
+            i += 1
+        unit = _GO_DURATION_UNITS_NS.get(s[start:i])
+        if unit is None:
+            return None
+        if whole > _INT64_SIGN // unit:
+            return None
+        whole *= unit
+        if frac > 0:
+            whole += int(float(frac) * (float(unit) / scale))
+            if whole > _INT64_SIGN:
+                return None
+        total += whole
+        if total > _INT64_SIGN:
+            return None
+    if neg:
+        return -total
+    return None if total > _INT64_SIGN - 1 else total
+
+
+def parse_message_ttl(value: str) -> tuple[int, bool]:
+    """stream.go ``parseMessageTTL``: (seconds, ok); -1 = never; (0, True) = no TTL."""
+    if _go_lower(value) == "never":
+        return -1, True
+    duration_ns = go_parse_duration(value)
+    if duration_ns is not None:
+        if duration_ns < limits.MSG_TTL_MIN_S * limits.NS_PER_S:
+            return 0, False
+        return duration_ns // limits.NS_PER_S, True
+    seconds = go_parse_int64(value)
+    if seconds < 0:
+        return 0, False
+    return seconds, True
+
+
+def _go_lower(text: str) -> str:
+    """Go ``strings.ToLower``: ASCII fast path; otherwise invalid UTF-8 bytes (surrogate-escaped
+    here) become U+FFFD."""
+    if text.isascii():
+        return text.lower()
+    return "".join("\ufffd" if "\udc80" <= ch <= "\udcff" else ch for ch in text).lower()
+
+
+_GO_QUOTE_ESCAPES: Final = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+    "\\": "\\\\",
+    '"': '\\"',
+}
+
+
+def _go_quote(text: str) -> str:
+    """Go ``%q`` / ``strconv.Quote`` of a string."""
+    out = ['"']
+    for ch in text:
+        escaped = _GO_QUOTE_ESCAPES.get(ch)
+        if escaped is not None:
+            out.append(escaped)
+            continue
+        code = ord(ch)
+        if ch.isprintable():
+            out.append(ch)
+        elif code < 0x80:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)

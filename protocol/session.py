@@ -1,0 +1,542 @@
+"""Semantics of one client connection, still sans-I/O: parser events in, actions out.
+
+Owns what nats-server decides per connection without looking at other connections: CONNECT
+options (defaults ``verbose``/``pedantic``/``echo`` true, merged across repeated CONNECTs, Go
+``encoding/json`` type rules with case-insensitive keys), ``+OK`` in verbose mode, PING→PONG and
+the one async INFO (``connect_info``) after the first PONG for protocol ≥ 1, the -ERR texts that
+leave the connection open (Invalid Subject, Invalid Publish Subject, Permissions Violation for
+``_sys_`` queues and reserved subjects), which sids exist (a repeated SUB sid is ignored; a second
+CONNECT drops every subscription), and the exact order of those replies (client.go
+``processConnect``, ``processPub``, ``processSubEx``, ``processUnsub``,
+``processInboundClientMsg``, ``processPing``). Also the wire encoders for server→client ops.
+
+Must never: do I/O, route messages, or know about other connections; delivery, echo, queue
+choice, no_responders and auto-unsubscribe counting belong to the caller (it reports removals
+back with :meth:`ClientSession.forget_subscription`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.parser import (
+    ClientParser,
+    Connect,
+    Ping,
+    Pong,
+    ProtocolViolation,
+    Pub,
+    Sub,
+    Unsub,
+)
+
+OK = b"+OK\r\n"
+PING = b"PING\r\n"
+PONG = b"PONG\r\n"
+CRLF = b"\r\n"
+
+CLIENT_PROTO_ZERO = 0
+CLIENT_PROTO_INFO = 1
+GLOBAL_ACCOUNT = "$G"
+SYS_QUEUE_GROUP = "_sys_"
+
+ERR_INVALID_SUBJECT = "Invalid Subject"
+ERR_INVALID_PUBLISH_SUBJECT = "Invalid Publish Subject"
+ERR_BAD_CLIENT_PROTOCOL = "invalid client protocol"
+ERR_NO_RESPONDERS_REQUIRES_HEADERS = "no responders requires headers support"
+ERR_AUTHORIZATION_VIOLATION = "Authorization Violation"
+
+# Reserved prefixes clients may not publish to / use as reply (client.go, gateway.go).
+_GW_REPLY_PREFIX = "_GR_."
+_NRG_PREFIX = "$NRG."
+_SERVICE_REPLY_PREFIX = "_R_."
+_JS_ACK_PREFIX = "$JS.ACK."
+_RESERVED_SUBJECT_PREFIXES = (_GW_REPLY_PREFIX, _NRG_PREFIX)
+_RESERVED_REPLY_PREFIXES = (_SERVICE_REPLY_PREFIX, _JS_ACK_PREFIX, _GW_REPLY_PREFIX)
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+# server.go `Info` field order: Go marshals struct fields in this order.
+INFO_KEY_ORDER = (
+    "server_id",
+    "server_name",
+    "version",
+    "proto",
+    "git_commit",
+    "go",
+    "host",
+    "port",
+    "headers",
+    "auth_required",
+    "tls_required",
+    "tls_verify",
+    "tls_available",
+    "max_payload",
+    "jetstream",
+    "ip",
+    "client_id",
+    "client_ip",
+    "nonce",
+    "cluster",
+    "cluster_dynamic",
+    "domain",
+    "connect_urls",
+    "ws_connect_urls",
+    "ldm",
+    "compression",
+    "connect_info",
+    "remote_account",
+    "acc_is_sys",
+    "api_lvl",
+    "xkey",
+)
+_INFO_KEY_RANK = {k: i for i, k in enumerate(INFO_KEY_ORDER)}
+
+# client.go ClientOpts, by JSON name and Go type.
+_BOOL_OPTS = frozenset(
+    {"echo", "verbose", "pedantic", "tls_required", "new_account", "headers", "no_responders"}
+)
+_STR_OPTS = frozenset(
+    {
+        "nkey",
+        "jwt",
+        "sig",
+        "auth_token",
+        "user",
+        "pass",
+        "name",
+        "lang",
+        "version",
+        "account",
+        "remote_account",
+    }
+)
+_INT_OPTS = frozenset({"protocol"})
+_OBJ_OPTS = frozenset({"import", "export"})
+_ALL_OPTS = _BOOL_OPTS | _STR_OPTS | _INT_OPTS | _OBJ_OPTS
+_DEFAULT_OPTS: dict[str, Any] = {
+    "echo": True,
+    "verbose": True,
+    "pedantic": True,
+    "tls_required": False,
+    "new_account": False,
+    "headers": False,
+    "no_responders": False,
+    "protocol": 0,
+    **{k: "" for k in _STR_OPTS},
+    "import": None,
+    "export": None,
+}
+
+
+# --------------------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Connected:
+    verbose: bool
+    pedantic: bool
+    echo: bool
+    headers: bool
+    no_responders: bool
+    name: str
+    lang: str
+    version: str
+    protocol: int
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribe:
+    sid: str
+    subject: str
+    queue: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Unsubscribe:
+    """``max_msgs`` None: remove now. Otherwise remove after ``max_msgs`` deliveries in total
+    (immediately if that many were already delivered) and call ``forget_subscription``."""
+
+    sid: str
+    max_msgs: int | None
+
+
+# The parser's Pub event is passed through unchanged as the Publish action (same fields), so the
+# publish hot path allocates one object per message, not two.
+Publish = Pub
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Send ``-ERR '<err>'`` first when err is not None, then close the connection."""
+
+    err: str | None
+
+
+Action = Send | Connected | Subscribe | Unsubscribe | Pub | Close
+
+
+# --------------------------------------------------------------------------- encoders
+
+
+def _b(s: str) -> bytes:
+    return s.encode("utf-8", "surrogateescape")
+
+
+def encode_msg(subject: str, sid: str, reply: str | None, payload: bytes) -> bytes:
+    if reply:
+        head = f"MSG {subject} {sid} {reply} {len(payload)}\r\n"
+    else:
+        head = f"MSG {subject} {sid} {len(payload)}\r\n"
+    return head.encode("utf-8", "surrogateescape") + payload + CRLF
+
+
+def encode_hmsg(subject: str, sid: str, reply: str | None, hdr: bytes, payload: bytes) -> bytes:
+    hdr_len = len(hdr)
+    total = hdr_len + len(payload)
+    if reply:
+        head = f"HMSG {subject} {sid} {reply} {hdr_len} {total}\r\n"
+    else:
+        head = f"HMSG {subject} {sid} {hdr_len} {total}\r\n"
+    return head.encode("utf-8", "surrogateescape") + hdr + payload + CRLF
+
+
+def encode_no_responders(reply: str, sid: str, subject: str) -> bytes:
+    """The 503 status nats-server sends to a requester whose request reached no subscriber
+    (to the requester's own subscription ``sid`` matching ``reply``)."""
+    hdr = b"NATS/1.0 503\r\nNats-Subject: " + _b(subject) + b"\r\n\r\n"
+    return encode_hmsg(reply, sid, None, hdr, b"")
+
+
+def go_json(obj: Any) -> str:
+    """Compact JSON as Go's encoding/json writes it (HTML-safe escapes, UTF-8 kept)."""
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    if "<" in text or ">" in text or "&" in text or "\u2028" in text or "\u2029" in text:
+        text = (
+            text.replace("<", "\\u003c")
+            .replace(">", "\\u003e")
+            .replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028")
+            .replace("\u2029", "\\u2029")
+        )
+    return text
+
+
+def encode_info(info: dict[str, Any]) -> bytes:
+    """``INFO {json} \\r\\n`` — nats-server puts a space before the CRLF."""
+    return b"INFO " + _b(go_json(info)) + b" \r\n"
+
+
+def encode_err(text: str) -> bytes:
+    return b"-ERR '" + _b(text) + b"'\r\n"
+
+
+_GO_ESCAPES = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+    '"': '\\"',
+    "\\": "\\\\",
+}
+
+
+def go_quote(s: str) -> str:
+    """Go ``%q`` of a byte string (``strconv.Quote``); undecodable bytes (surrogate escapes)
+    become ``\\xNN``."""
+    if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
+        return f'"{s}"'
+    out = ['"']
+    for ch in s:
+        code = ord(ch)
+        if ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif ch.isprintable():
+            out.append(ch)
+        elif code < 0x80:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------- subject rules
+
+
+def _sub_subject_ok(subject: str) -> bool:
+    """sublist.go Insert: no empty token, nothing after a ``>`` token."""
+    tokens = subject.split(".")
+    if "" in tokens:
+        return False
+    return ">" not in tokens or tokens.index(">") == len(tokens) - 1
+
+
+def _literal_publish_subject(subject: str) -> bool:
+    """sublist.go IsValidLiteralSubject (the pedantic check): no empty or wildcard token."""
+    tokens = subject.split(".")
+    return "" not in tokens and "*" not in tokens and ">" not in tokens
+
+
+def _reserved_subject(subject: str) -> bool:
+    if subject.startswith(_NRG_PREFIX):
+        return True
+    return len(subject) > len(_GW_REPLY_PREFIX) and subject.startswith(_GW_REPLY_PREFIX)
+
+
+def _reserved_reply(reply: str) -> bool:
+    if reply.startswith(_SERVICE_REPLY_PREFIX):
+        return True
+    if reply.startswith(_JS_ACK_PREFIX):
+        return len(reply) > len(_JS_ACK_PREFIX)
+    return len(reply) > len(_GW_REPLY_PREFIX) and reply.startswith(_GW_REPLY_PREFIX)
+
+
+def order_info(info: dict[str, Any]) -> dict[str, Any]:
+    """Reorder INFO keys as Go marshals the Info struct; unknown keys go last, in order."""
+    end = len(INFO_KEY_ORDER)
+    keys = sorted(info, key=lambda k: _INFO_KEY_RANK.get(k, end))
+    return {k: info[k] for k in keys}
+
+
+class _BadOption(ValueError):
+    pass
+
+
+def _merge_connect_options(opts: dict[str, Any], given: dict[str, Any]) -> None:
+    """Apply CONNECT JSON onto the current options like Go's json.Unmarshal into ClientOpts:
+    keys match case-insensitively, null leaves a field as it was, a wrong type is an error."""
+    for key, value in given.items():
+        name = key if key in _ALL_OPTS else key.lower()
+        if name not in _ALL_OPTS:
+            continue
+        if value is None:
+            if name in _OBJ_OPTS:
+                opts[name] = None
+            continue
+        if name in _BOOL_OPTS:
+            if not isinstance(value, bool):
+                raise _BadOption(name)
+        elif name in _STR_OPTS:
+            if not isinstance(value, str):
+                raise _BadOption(name)
+        elif name in _INT_OPTS:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise _BadOption(name)
+            if not INT64_MIN <= value <= INT64_MAX:
+                raise _BadOption(name)
+        elif not isinstance(value, dict):
+            raise _BadOption(name)
+        opts[name] = value
+
+
+# --------------------------------------------------------------------------- the session
+
+
+class ClientSession:
+    """One client connection's protocol state. Feed bytes, drain actions in order."""
+
+    def __init__(self, info: dict[str, Any], max_payload: int) -> None:
+        self._info = info
+        self._server_headers = bool(info.get("headers", True))
+        self._parser = ClientParser(max_payload=max_payload)
+        self._parser.headers_enabled = False  # until a CONNECT asks for headers
+        self._actions: deque[Action] = deque()
+        self._opts: dict[str, Any] = dict(_DEFAULT_OPTS)
+        self._verbose = True
+        self._pedantic = True
+        self._connect_received = False
+        self._first_pong_sent = False
+        self._sids: set[str] = set()
+        self._closed = False
+        self.pongs_received = 0
+
+    # ----------------------------------------------------------------- public API
+
+    def initial_bytes(self) -> bytes:
+        """The INFO line to send as soon as the connection is accepted."""
+        return encode_info(self._info)
+
+    def receive_data(self, data: bytes) -> None:
+        if not self._closed:
+            self._parser.receive_data(data)
+
+    def next_action(self) -> Action | None:
+        actions = self._actions
+        while not actions:
+            if self._closed:
+                return None
+            event = self._parser.next_event()
+            if event is None:
+                return None
+            if type(event) is Pub:
+                publish = self._on_pub(event)
+                if publish is not None:
+                    if not actions:
+                        return publish
+                    actions.append(publish)
+            else:
+                self._on_event(event)
+        return actions.popleft()
+
+    def set_info(self, info: dict[str, Any]) -> None:
+        """Replace the server INFO (e.g. new ``connect_urls``) used for the connect_info INFO."""
+        self._info = info
+
+    def forget_subscription(self, sid: str) -> None:
+        """The caller removed ``sid`` on its own (auto-unsubscribe reached its max)."""
+        self._sids.discard(sid)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The CONNECT options in effect (defaults merged with every CONNECT so far)."""
+        return dict(self._opts)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ----------------------------------------------------------------- events
+
+    def _on_event(self, event: object) -> None:
+        if type(event) is Sub:
+            self._on_sub(event)
+        elif type(event) is Unsub:
+            self._on_unsub(event)
+        elif type(event) is Ping:
+            self._on_ping()
+        elif type(event) is Pong:
+            self.pongs_received += 1
+        elif type(event) is Connect:
+            self._on_connect(event)
+        elif type(event) is ProtocolViolation:
+            self._close(event.err)
+        else:  # pragma: no cover - the parser has no other events
+            raise AssertionError(f"unexpected parser event {event!r}")
+
+    def _close(self, err: str | None) -> None:
+        self._closed = True
+        self._actions.append(Close(err))
+
+    def _send(self, data: bytes) -> None:
+        self._actions.append(Send(data))
+
+    def _on_pub(self, event: Pub) -> Pub | None:
+        subject = event.subject
+        if self._pedantic and not _literal_publish_subject(subject):
+            self._send(encode_err(ERR_INVALID_PUBLISH_SUBJECT))
+        if subject[:1] in ("_", "$") and _reserved_subject(subject):
+            self._send(encode_err(f"Permissions Violation for Publish to {go_quote(subject)}"))
+            return None
+        reply = event.reply
+        if reply is not None and reply[:1] in ("_", "$") and _reserved_reply(reply):
+            text = f"Permissions Violation for Publish with Reply of {go_quote(reply)}"
+            self._send(encode_err(text))
+            return None
+        if self._verbose:
+            self._send(OK)
+        # a subject with an empty token matches no subscription (the sublist says so), yet it is
+        # still a publish: a request on it gets the no-responders status
+        return event
+
+    def _on_sub(self, event: Sub) -> None:
+        subject, queue, sid = event.subject, event.queue, event.sid
+        if queue == SYS_QUEUE_GROUP:
+            text = (
+                f"Permissions Violation for Subscription to {go_quote(subject)}"
+                f" using queue {go_quote(queue)}"
+            )
+            self._send(encode_err(text))
+            return
+        if sid in self._sids:
+            if self._verbose:
+                self._send(OK)
+            return
+        if not _sub_subject_ok(subject):
+            self._send(encode_err(ERR_INVALID_SUBJECT))
+            return
+        self._sids.add(sid)
+        self._actions.append(Subscribe(sid, subject, queue))
+        if self._verbose:
+            self._send(OK)
+
+    def _on_unsub(self, event: Unsub) -> None:
+        sid = event.sid
+        if self._verbose:
+            self._send(OK)
+        if sid in self._sids:
+            if event.max_msgs is None:
+                self._sids.discard(sid)
+            self._actions.append(Unsubscribe(sid, event.max_msgs))
+
+    def _on_ping(self) -> None:
+        if not self._connect_received or self._first_pong_sent:
+            self._send(PONG)
+            return
+        self._first_pong_sent = True
+        if self._opts["protocol"] >= CLIENT_PROTO_INFO:
+            info = dict(self._info)
+            info["connect_info"] = True
+            info["remote_account"] = GLOBAL_ACCOUNT
+            self._send(PONG + encode_info(order_info(info)))
+        else:
+            self._send(PONG)
+
+    def _on_connect(self, event: Connect) -> None:
+        opts = self._opts
+        try:
+            _merge_connect_options(opts, event.options)
+        except _BadOption:
+            self._close(None)
+            return
+        first_connect = not self._connect_received
+        self._connect_received = True
+        if not first_connect and self._sids:
+            for sid in sorted(self._sids):
+                self._actions.append(Unsubscribe(sid, None))
+            self._sids.clear()
+        if opts["account"] or opts["new_account"]:
+            self._close(ERR_AUTHORIZATION_VIOLATION)
+            return
+        headers = self._server_headers and bool(opts["headers"])
+        self._parser.headers_enabled = headers
+        protocol = opts["protocol"]
+        if protocol < CLIENT_PROTO_ZERO or protocol > CLIENT_PROTO_INFO:
+            self._close(ERR_BAD_CLIENT_PROTOCOL)
+            return
+        if opts["no_responders"] and not headers:
+            self._close(ERR_NO_RESPONDERS_REQUIRES_HEADERS)
+            return
+        self._verbose = bool(opts["verbose"])
+        self._pedantic = bool(opts["pedantic"])
+        self._actions.append(
+            Connected(
+                verbose=self._verbose,
+                pedantic=self._pedantic,
+                echo=bool(opts["echo"]),
+                headers=headers,
+                no_responders=bool(opts["no_responders"]),
+                name=opts["name"],
+                lang=opts["lang"],
+                version=opts["version"],
+                protocol=protocol,
+            )
+        )
+        if self._verbose:
+            self._send(OK)

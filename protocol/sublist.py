@@ -1,0 +1,263 @@
+"""A subscription index: which subscribers does a published subject reach?
+
+Owns matching with nats-server's sublist semantics: ``*`` matches one token, ``>`` one or more
+trailing tokens, a ``*``/``>`` token in a *published* subject is matched literally, and a
+published subject with an empty token matches nothing. Literal subscriptions live in a dict
+(one lookup), wildcard ones in a token trie (``matchLevel``); queue subscribers are grouped by
+queue name across all matching nodes, as ``addNodeToResults`` does. Results are cached per
+subject because the publish path calls :meth:`Sublist.match` for every message; the cache is
+invalidated precisely for literal changes and wholesale for wildcard changes.
+
+Must never: choose a queue member (the caller decides, it knows about routes and weights), or
+hand out a cached result that a later insert/remove mutates. Results are shared: callers must
+not mutate them.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+MATCH_CACHE_ENTRIES_MAX = 4096
+_PWC = "*"
+_FWC = ">"
+
+
+class MatchResult(Generic[T]):
+    """Subscribers reached by one subject: plain ones, and queue members by queue name."""
+
+    __slots__ = ("plain", "queues")
+
+    def __init__(self, plain: list[T], queues: dict[str, list[T]]) -> None:
+        self.plain = plain
+        self.queues = queues
+
+    def __bool__(self) -> bool:
+        return bool(self.plain) or bool(self.queues)
+
+    def __repr__(self) -> str:
+        return f"MatchResult(plain={self.plain!r}, queues={self.queues!r})"
+
+
+class _Subs(Generic[T]):
+    """Subscribers on one subject: identity-keyed, insertion-ordered."""
+
+    __slots__ = ("plain", "queues")
+
+    def __init__(self) -> None:
+        self.plain: dict[int, T] = {}
+        self.queues: dict[str, dict[int, T]] = {}
+
+    def add(self, queue: str | None, sub: T) -> bool:
+        """True if ``sub`` was not there yet."""
+        members = self.plain if queue is None else self.queues.setdefault(queue, {})
+        key = id(sub)
+        if key in members:
+            return False
+        members[key] = sub
+        return True
+
+    def discard(self, queue: str | None, sub: T) -> bool:
+        if queue is None:
+            return self.plain.pop(id(sub), None) is not None
+        members = self.queues.get(queue)
+        if members is None or members.pop(id(sub), None) is None:
+            return False
+        if not members:
+            del self.queues[queue]
+        return True
+
+    def empty(self) -> bool:
+        return not self.plain and not self.queues
+
+    def add_to(self, plain: list[T], queues: dict[str, list[T]]) -> None:
+        plain.extend(self.plain.values())
+        for name, members in self.queues.items():
+            found = queues.get(name)
+            if found is None:
+                queues[name] = list(members.values())
+            else:
+                found.extend(members.values())
+
+
+class _Node(Generic[T]):
+    __slots__ = ("next", "subs")
+
+    def __init__(self) -> None:
+        self.next: _Level[T] | None = None
+        self.subs: _Subs[T] = _Subs()
+
+
+class _Level(Generic[T]):
+    __slots__ = ("fwc", "nodes", "pwc")
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, _Node[T]] = {}
+        self.pwc: _Node[T] | None = None
+        self.fwc: _Node[T] | None = None
+
+    def empty(self) -> bool:
+        return not self.nodes and self.pwc is None and self.fwc is None
+
+
+def _check_subject(subject: str) -> list[str]:
+    tokens = subject.split(".")
+    if "" in tokens:
+        raise ValueError(f"invalid subject {subject!r}: empty token")
+    if _FWC in tokens and tokens.index(_FWC) != len(tokens) - 1:
+        raise ValueError(f"invalid subject {subject!r}: '>' must be the last token")
+    return tokens
+
+
+def _collect(
+    level: _Level[T] | None,
+    tokens: list[str],
+    start: int,
+    plain: list[T],
+    queues: dict[str, list[T]],
+) -> None:
+    pwc: _Node[T] | None = None
+    node: _Node[T] | None = None
+    for i in range(start, len(tokens)):
+        if level is None:
+            return
+        if level.fwc is not None:
+            level.fwc.subs.add_to(plain, queues)
+        pwc = level.pwc
+        if pwc is not None:
+            _collect(pwc.next, tokens, i + 1, plain, queues)
+        node = level.nodes.get(tokens[i])
+        level = node.next if node is not None else None
+    if node is not None:
+        node.subs.add_to(plain, queues)
+    if pwc is not None:
+        pwc.subs.add_to(plain, queues)
+
+
+class Sublist(Generic[T]):
+    """Subscriptions by subject (and queue group), with a per-subject match cache."""
+
+    __slots__ = ("_cache", "_count", "_literal", "_root")
+
+    def __init__(self) -> None:
+        self._literal: dict[str, _Subs[T]] = {}
+        self._root: _Level[T] = _Level()
+        self._cache: dict[str, MatchResult[T]] = {}
+        self._count = 0
+
+    def count(self) -> int:
+        return self._count
+
+    def insert(self, subject: str, queue: str | None, sub: T) -> None:
+        """Add ``sub``; raises ValueError for a subject nats-server's sublist rejects."""
+        tokens = _check_subject(subject)
+        if _PWC not in tokens and _FWC not in tokens:
+            subs = self._literal.get(subject)
+            if subs is None:
+                subs = self._literal[subject] = _Subs()
+            self._cache.pop(subject, None)
+        else:
+            subs = self._trie_node(tokens).subs
+            self._cache.clear()
+        if subs.add(queue, sub):
+            self._count += 1
+
+    def remove(self, subject: str, queue: str | None, sub: T) -> bool:
+        """Remove ``sub`` (matched by identity); False if it was not there."""
+        tokens = subject.split(".")
+        if _PWC not in tokens and _FWC not in tokens:
+            subs = self._literal.get(subject)
+            if subs is None or not subs.discard(queue, sub):
+                return False
+            if subs.empty():
+                del self._literal[subject]
+            self._cache.pop(subject, None)
+        else:
+            if not self._trie_remove(tokens, queue, sub):
+                return False
+            self._cache.clear()
+        self._count -= 1
+        return True
+
+    def match(self, subject: str) -> MatchResult[T]:
+        """Everything ``subject`` reaches. The result is cached and shared: do not mutate it."""
+        cached = self._cache.get(subject)
+        if cached is not None:
+            return cached
+        plain: list[T] = []
+        queues: dict[str, list[T]] = {}
+        if subject and subject[0] != "." and subject[-1] != "." and ".." not in subject:
+            root = self._root
+            if not root.empty():
+                _collect(root, subject.split("."), 0, plain, queues)
+            # nats-server's trie walk reaches the all-literal path last, so exact subscribers
+            # come after every wildcard one (delivery order is visible to clients)
+            literal = self._literal.get(subject)
+            if literal is not None:
+                literal.add_to(plain, queues)
+        result = MatchResult(plain, queues)
+        cache = self._cache
+        if len(cache) >= MATCH_CACHE_ENTRIES_MAX:
+            del cache[next(iter(cache))]
+        cache[subject] = result
+        return result
+
+    def has_interest(self, subject: str) -> bool:
+        return bool(self.match(subject))
+
+    # ----------------------------------------------------------------- trie
+
+    def _trie_node(self, tokens: list[str]) -> _Node[T]:
+        """The node for a wildcard subject, created along the way."""
+        level = self._root
+        node: _Node[T] | None = None
+        for token in tokens:
+            if token == _PWC:
+                node = level.pwc
+                if node is None:
+                    node = level.pwc = _Node()
+            elif token == _FWC:
+                node = level.fwc
+                if node is None:
+                    node = level.fwc = _Node()
+            else:
+                node = level.nodes.get(token)
+                if node is None:
+                    node = level.nodes[token] = _Node()
+            if node.next is None:
+                node.next = _Level()
+            level = node.next
+        assert node is not None, "a subject has at least one token"
+        return node
+
+    def _trie_remove(self, tokens: list[str], queue: str | None, sub: T) -> bool:
+        path: list[tuple[_Level[T], str, _Node[T]]] = []
+        level: _Level[T] | None = self._root
+        node: _Node[T] | None = None
+        for token in tokens:
+            if level is None:
+                return False
+            if token == _PWC:
+                node = level.pwc
+            elif token == _FWC:
+                node = level.fwc
+            else:
+                node = level.nodes.get(token)
+            if node is None:
+                return False
+            path.append((level, token, node))
+            level = node.next
+        if node is None or not node.subs.discard(queue, sub):
+            return False
+        # Prune nodes left with no subscribers and no children, bottom up.
+        for parent, token, child in reversed(path):
+            if not child.subs.empty() or (child.next is not None and not child.next.empty()):
+                break
+            if token == _PWC:
+                parent.pwc = None
+            elif token == _FWC:
+                parent.fwc = None
+            else:
+                del parent.nodes[token]
+        return True

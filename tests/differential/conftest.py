@@ -1,0 +1,86 @@
+"""Fixtures for the differential suite: one reference nats-server and one candidate server.
+
+The candidate is jetraft by default. `JETRAFT_DIFF_AGAINST=nats` runs a second nats-server
+instead, which must make every scenario pass: that proves the masking hides only what really
+differs between two servers and that each scenario is deterministic.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+if str(_PROJECT_ROOT) not in sys.path:
+    sys.path.insert(0, str(_PROJECT_ROOT))
+
+from diff_harness import DIFF_AGAINST_ENV, Differ  # noqa: E402
+
+from tests.servers import ServerProc, start_jetraft, start_nats_server  # noqa: E402
+
+CANDIDATES = ("jetraft", "nats")
+
+_uids = itertools.count(1)
+
+
+def candidate_kind() -> str:
+    kind = os.environ.get(DIFF_AGAINST_ENV, "jetraft")
+    if kind not in CANDIDATES:
+        raise pytest.UsageError(f"{DIFF_AGAINST_ENV} must be one of {CANDIDATES}, not {kind!r}")
+    return kind
+
+
+def candidate_side() -> str:
+    """The candidate's name in transcripts and diffs."""
+    return "jetraft" if candidate_kind() == "jetraft" else "nats-b"
+
+
+def start_candidate(tmp_path: Path, name: str) -> ServerProc:
+    if candidate_kind() == "nats":
+        return start_nats_server(tmp_path, name=name)
+    return start_jetraft(tmp_path, name=name)
+
+
+@pytest.fixture(scope="session")
+def oracle_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
+    """The reference nats-server shared by the whole session."""
+    server = start_nats_server(tmp_path_factory.mktemp("oracle"), name="oracle")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def candidate_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
+    """The server under test (jetraft, or a second nats-server), shared by the session."""
+    server = start_candidate(tmp_path_factory.mktemp("candidate"), "candidate")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def diff(oracle_server: ServerProc, candidate_server: ServerProc) -> Differ:
+    """A Differ on the session's shared servers, with a fresh unique name prefix."""
+    return Differ(
+        oracle_server.port, candidate_server.port, candidate_side(), f"D{next(_uids):03d}"
+    )
+
+
+@pytest.fixture
+def fresh_diff(tmp_path: Path) -> Iterator[Differ]:
+    """A Differ on servers started for this test alone (for account-wide counters)."""
+    oracle = start_nats_server(tmp_path / "oracle", name="oracle")
+    try:
+        candidate = start_candidate(tmp_path / "candidate", "candidate")
+    except BaseException:
+        oracle.stop()
+        raise
+    try:
+        yield Differ(oracle.port, candidate.port, candidate_side(), "F001")
+    finally:
+        candidate.stop()
+        oracle.stop()

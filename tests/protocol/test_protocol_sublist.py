@@ -1,0 +1,154 @@
+"""Sublist: matches equal a brute-force filter over all subscriptions, through inserts/removes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.subjects import is_valid_subject, subject_matches
+from protocol.sublist import MATCH_CACHE_ENTRIES_MAX, MatchResult, Sublist
+
+
+@dataclass(eq=True)  # unhashable and equal by value: the sublist must use identity
+class FakeSub:
+    name: str
+
+
+def _norm(result: MatchResult[FakeSub]) -> tuple[list[int], dict[str, list[int]]]:
+    plain = sorted(id(s) for s in result.plain)
+    queues = {q: sorted(id(s) for s in members) for q, members in result.queues.items()}
+    return plain, queues
+
+
+def _brute(
+    subs: list[tuple[str, str | None, FakeSub]], subject: str
+) -> tuple[list[int], dict[str, list[int]]]:
+    plain: list[int] = []
+    queues: dict[str, list[int]] = {}
+    for filter_, queue, sub in subs:
+        if subject_matches(filter_, subject):
+            if queue is None:
+                plain.append(id(sub))
+            else:
+                queues.setdefault(queue, []).append(id(sub))
+    return sorted(plain), {q: sorted(v) for q, v in queues.items()}
+
+
+def test_basic_matching_and_queue_grouping() -> None:
+    sl: Sublist[FakeSub] = Sublist()
+    a, b, c, d, e = (FakeSub(n) for n in "abcde")
+    sl.insert("foo.bar", None, a)
+    sl.insert("foo.*", None, b)
+    sl.insert("foo.>", "q", c)
+    sl.insert("*.bar", "q", d)
+    sl.insert(">", "r", e)
+    r = sl.match("foo.bar")
+    assert sorted(s.name for s in r.plain) == ["a", "b"]
+    assert sorted(s.name for s in r.queues["q"]) == ["c", "d"]  # merged across nodes
+    assert [s.name for s in r.queues["r"]] == ["e"]
+    assert sl.count() == 5
+    only_fwc = sl.match("foo")  # 'foo.>' needs a second token; only '>' matches
+    assert only_fwc.plain == [] and only_fwc.queues == {"r": [e]}
+
+
+def test_published_wildcards_are_literal_and_empty_tokens_match_nothing() -> None:
+    sl: Sublist[FakeSub] = Sublist()
+    lit, star = FakeSub("lit"), FakeSub("star")
+    sl.insert("foo.bar", None, lit)
+    sl.insert("foo.*", None, star)
+    assert sl.match("foo.*").plain == [star]
+    assert not sl.match("foo..bar")
+    assert not sl.match(".foo")
+    assert not sl.match("")
+
+
+def test_equal_but_distinct_subscribers_are_kept_apart() -> None:
+    sl: Sublist[FakeSub] = Sublist()
+    one, two = FakeSub("same"), FakeSub("same")
+    sl.insert("x", None, one)
+    sl.insert("x", None, two)
+    sl.insert("x", None, one)  # idempotent
+    assert sl.count() == 2
+    assert sl.remove("x", None, one)
+    assert sl.match("x").plain == [two]
+    assert sl.match("x").plain[0] is two
+    assert not sl.remove("x", None, one)
+    assert not sl.remove("x", "q", two)  # wrong queue
+    assert not sl.remove("y.*", None, two)
+
+
+def test_cached_results_are_not_changed_by_later_inserts() -> None:
+    sl: Sublist[FakeSub] = Sublist()
+    a, b = FakeSub("a"), FakeSub("b")
+    sl.insert("x.*", None, a)
+    before = sl.match("x.y")
+    sl.insert("x.y", None, b)
+    after = sl.match("x.y")
+    assert before.plain == [a]
+    assert sorted(s.name for s in after.plain) == ["a", "b"]
+    sl.remove("x.*", None, a)
+    assert sl.match("x.y").plain == [b]
+    assert sorted(s.name for s in after.plain) == ["a", "b"]
+
+
+def test_cache_is_bounded() -> None:
+    sl: Sublist[FakeSub] = Sublist()
+    sl.insert(">", None, FakeSub("all"))
+    for i in range(MATCH_CACHE_ENTRIES_MAX + 10):
+        assert len(sl.match(f"s.{i}").plain) == 1
+    assert len(sl._cache) <= MATCH_CACHE_ENTRIES_MAX
+
+
+@pytest.mark.parametrize("bad", ["", "foo..bar", "foo.>.bar", ".x", "x."])
+def test_insert_rejects_invalid_subjects(bad: str) -> None:
+    sl: Sublist[FakeSub] = Sublist()
+    with pytest.raises(ValueError):
+        sl.insert(bad, None, FakeSub("x"))
+    assert sl.count() == 0
+
+
+def test_trie_is_pruned_after_removal() -> None:
+    sl: Sublist[FakeSub] = Sublist()
+    s = FakeSub("s")
+    sl.insert("a.*.c.>", None, s)
+    assert sl.remove("a.*.c.>", None, s)
+    assert sl._root.empty()
+    assert sl.count() == 0
+
+
+tokens = st.sampled_from(["a", "b", "c", "*", ">"])
+filters = st.lists(tokens, min_size=1, max_size=4).map(".".join).filter(is_valid_subject)
+literals = st.lists(st.sampled_from(["a", "b", "c", "*"]), min_size=1, max_size=5).map(".".join)
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(["insert", "insert", "remove", "match"]),
+        filters,
+        st.one_of(st.none(), st.sampled_from(["q1", "q2"])),
+        st.integers(0, 5),
+        literals,
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops)
+def test_match_equals_brute_force(program: list[tuple[str, str, str | None, int, str]]) -> None:
+    sl: Sublist[FakeSub] = Sublist()
+    pool = [FakeSub(f"s{i}") for i in range(6)]
+    live: list[tuple[str, str | None, FakeSub]] = []
+    for op, filter_, queue, idx, subject in program:
+        sub = pool[idx]
+        if op == "insert":
+            sl.insert(filter_, queue, sub)
+            if not any(f == filter_ and q == queue and s is sub for f, q, s in live):
+                live.append((filter_, queue, sub))
+        elif op == "remove":
+            present = any(f == filter_ and q == queue and s is sub for f, q, s in live)
+            assert sl.remove(filter_, queue, sub) is present
+            live = [e for e in live if not (e[0] == filter_ and e[1] == queue and e[2] is sub)]
+        assert _norm(sl.match(subject)) == _brute(live, subject)
+        assert sl.count() == len(live)
