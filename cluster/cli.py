@@ -38,7 +38,9 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
     js = conf.get("jetstream") if isinstance(conf.get("jetstream"), dict) else {}
     assert isinstance(js, dict)
     listen = str(conf.get("listen", ""))
-    conf_host = conf.get("host") or conf.get("net") or (listen.rsplit(":", 1)[0] if listen else None)
+    conf_host = (
+        conf.get("host") or conf.get("net") or (listen.rsplit(":", 1)[0] if listen else None)
+    )
     conf_port = conf.get("port") or (int(listen.rsplit(":", 1)[1]) if ":" in listen else None)
     opts = ServerOptions(
         host=args.addr or conf_host or "0.0.0.0",

@@ -26,9 +26,7 @@ PENDING_BYTES_MAX = 64 * 1024 * 1024  # nats-server MAX_PENDING_SIZE
 
 
 class ClientConnection(asyncio.Protocol):
-    def __init__(
-        self, router: Router, info: dict[str, Any], max_payload: int, cid: int
-    ) -> None:
+    def __init__(self, router: Router, info: dict[str, Any], max_payload: int, cid: int) -> None:
         self.router = router
         self.cid = cid
         self.session = ps.ClientSession(info, max_payload)

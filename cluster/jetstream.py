@@ -27,13 +27,13 @@ from engine.memstore import MemoryStore
 from engine.msg_get import answer_msg_get, parse_msg_get_request
 from engine.store import MessageStore
 from engine.stream import Stream
-from protocol import api_json
+from protocol import api_json, gojson
 from protocol import errors as E
 from protocol.errors import ApiError
 from protocol.headers import get_header
 from protocol.models import StreamConfig
-from protocol.stream_config import config_to_json, normalize_create, normalize_update
-from protocol.subjects import subject_matches, subjects_overlap
+from protocol.stream_config import normalize_create, normalize_update
+from protocol.subjects import subjects_overlap
 
 log = logging.getLogger("jetraft.jetstream")
 
@@ -45,8 +45,7 @@ CONFIG_FILE = "config.json"
 MSGS_DIR = "msgs"
 
 
-def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+_dumps = gojson.encode  # Go's escaping (<, >, & as \u003c...), so replies match byte for byte
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -133,7 +132,6 @@ class JetStream:
         if handler is None:
             return  # nats-server stays silent for unknown API subjects
         fn, type_, stream_name = handler
-        self.api_total += 1
         level = get_header(hdr, "Nats-Required-Api-Level") if hdr else None
         if level is not None and not _api_level_ok(level):
             self._reply_error(reply, type_, ApiError(E.REQUIRED_API_LEVEL))
@@ -175,6 +173,7 @@ class JetStream:
     async def _run(self, fn: Any, type_: str, stream: str, reply: str, payload: bytes) -> None:
         try:
             body = await fn(stream, payload)
+            self.api_total += 1  # counted once answered: $JS.API.INFO reports those before it
         except ApiError as err:
             self._reply_error(reply, type_, err)
             return
@@ -185,6 +184,7 @@ class JetStream:
         self.router.publish(reply, None, None, _dumps(body))
 
     def _reply_error(self, reply: str, type_: str, err: ApiError) -> None:
+        self.api_total += 1
         self.api_errors += 1
         self.router.publish(reply, None, None, _dumps(api_json.error_response(type_, err)))
 
@@ -194,23 +194,18 @@ class JetStream:
             raise ApiError(E.STREAM_NOT_FOUND)
         return host
 
-    def _info(self, host: StreamHost, type_: str, **kw: Any) -> dict[str, Any]:
-        return api_json.stream_info(
-            host.config,
-            self._state_json(host.stream, **kw.pop("state_opts", {})),
-            self.created_ns[host.name],
-            time.time_ns(),
-            self.server_name,
-            type_=type_,
-            **kw,
-        )
-
-    @staticmethod
-    def _state_json(
-        stream: Stream, *, deleted_details: bool = False, subjects_filter: str = ""
+    def _info(
+        self,
+        host: StreamHost,
+        type_: str,
+        *,
+        deleted_details: bool = False,
+        subjects: dict[str, int] | None = None,
+        **kw: Any,
     ) -> dict[str, Any]:
+        stream = host.stream
         st = stream.state()
-        return api_json.state_json(
+        state = api_json.state_json(
             messages=st.messages,
             bytes=st.bytes,
             first_seq=st.first_seq,
@@ -220,7 +215,16 @@ class JetStream:
             num_subjects=st.num_subjects,
             num_deleted=st.num_deleted,
             deleted=stream.deleted_seqs() if deleted_details else None,
-            subjects=stream.subjects_state(subjects_filter) if subjects_filter else None,
+            subjects=subjects,
+        )
+        return api_json.stream_info(
+            host.config,
+            state,
+            self.created_ns[host.name],
+            time.time_ns(),
+            self.server_name,
+            type_=type_,
+            **kw,
         )
 
     # --- handlers ------------------------------------------------------------------------
@@ -243,12 +247,10 @@ class JetStream:
         )
 
     async def _api_create(self, name: str, payload: bytes) -> dict[str, Any]:
-        others = {n: h.config for n, h in self.streams.items() if n != name}
-        cfg, _pedantic = normalize_create(name, payload, existing=others)
+        configs = {n: h.config for n, h in self.streams.items()}
+        cfg, _pedantic = normalize_create(name, payload, existing=configs)
         existing = self.streams.get(name)
-        if existing is not None:
-            if config_to_json(existing.config) != config_to_json(cfg):
-                raise ApiError(E.STREAM_NAME_EXIST)
+        if existing is not None:  # normalize_create raised 10058 unless the config is identical
             return self._info(existing, api_json.STREAM_CREATE_RESPONSE, did_create=True)
         created_ns = time.time_ns()
         stream_dir = self._persist_config(cfg, created_ns)
@@ -271,24 +273,30 @@ class JetStream:
         return self._info(host, api_json.STREAM_UPDATE_RESPONSE)
 
     async def _api_stream_info(self, name: str, payload: bytes) -> dict[str, Any]:
+        deleted_details, subjects_filter, offset = api_json.parse_info_request(payload)
         host = self._host(name)
-        deleted_details, subjects_filter, _offset = api_json.parse_info_request(payload)
+        subjects: dict[str, int] | None = None
+        paged: dict[str, int] | None = None
+        if subjects_filter:
+            subjects, paged = api_json.subjects_page(
+                host.stream.subjects_state(subjects_filter), offset
+            )
         return self._info(
             host,
             api_json.STREAM_INFO_RESPONSE,
-            state_opts={"deleted_details": deleted_details, "subjects_filter": subjects_filter},
-            cluster={"leader": self.server_name},
+            deleted_details=deleted_details,
+            subjects=subjects,
+            paged=paged,
         )
 
     async def _api_delete(self, name: str, payload: bytes) -> dict[str, Any]:
-        if payload.strip():
-            raise ApiError(E.NOT_EMPTY_REQUEST)
+        api_json.check_empty_request(payload)
         host = self._host(name)
         del self.streams[name]
         await host.close()
         shutil.rmtree(self.streams_dir / name, ignore_errors=True)
         self._advisory("DELETED", name, "delete")
-        return {"type": api_json.STREAM_DELETE_RESPONSE, "success": True}
+        return api_json.success_response(api_json.STREAM_DELETE_RESPONSE)
 
     async def _api_purge(self, name: str, payload: bytes) -> dict[str, Any]:
         host = self._host(name)
@@ -296,7 +304,7 @@ class JetStream:
         outcome = await host.propose(PurgeEntry(time.time_ns(), filt, seq, keep))
         if isinstance(outcome, ApiError):
             raise outcome
-        return {"type": api_json.STREAM_PURGE_RESPONSE, "success": True, "purged": outcome}
+        return api_json.purge_response(outcome)
 
     async def _api_msg_get(self, name: str, payload: bytes) -> dict[str, Any]:
         # a standalone nats-server judges the body before it looks the stream up
@@ -311,7 +319,7 @@ class JetStream:
         outcome = await host.propose(DeleteMsgEntry(time.time_ns(), seq, not no_erase))
         if isinstance(outcome, ApiError):
             raise outcome
-        return {"type": api_json.STREAM_MSG_DELETE_RESPONSE, "success": True}
+        return api_json.success_response(api_json.STREAM_MSG_DELETE_RESPONSE)
 
     def _matching_names(self, subject_filter: str) -> list[str]:
         names = sorted(self.streams)
@@ -325,32 +333,14 @@ class JetStream:
 
     async def _api_names(self, _stream: str, payload: bytes) -> dict[str, Any]:
         offset, subject_filter = api_json.parse_names_request(payload)
-        names = self._matching_names(subject_filter)
-        page = names[offset : offset + STREAM_NAMES_LIMIT]
-        return {
-            "type": api_json.STREAM_NAMES_RESPONSE,
-            "total": len(names),
-            "offset": offset,
-            "limit": STREAM_NAMES_LIMIT,
-            "streams": page or None,
-        }
+        return api_json.names_response(self._matching_names(subject_filter), offset)
 
     async def _api_list(self, _stream: str, payload: bytes) -> dict[str, Any]:
-        offset, subject_filter = api_json.parse_names_request(payload)
+        offset, subject_filter = api_json.parse_list_request(payload)
         names = self._matching_names(subject_filter)
-        page = names[offset : offset + STREAM_LIST_LIMIT]
-        infos = []
-        for n in page:
-            info = self._info(self.streams[n], "")
-            info.pop("type", None)
-            infos.append(info)
-        return {
-            "type": api_json.STREAM_LIST_RESPONSE,
-            "total": len(names),
-            "offset": offset,
-            "limit": STREAM_LIST_LIMIT,
-            "streams": infos,
-        }
+        start, stop = api_json.list_page(len(names), offset)
+        infos = [self._info(self.streams[n], "", dynamic_metadata=False) for n in names[start:stop]]
+        return api_json.list_response(infos, total=len(names), offset=offset)
 
     def _advisory(self, kind: str, stream: str, action: str) -> None:
         from protocol.timefmt import format_rfc3339nano
@@ -395,7 +385,3 @@ def _api_level_ok(value: str) -> bool:
         return int(value) <= API_LEVEL
     except ValueError:
         return False
-
-
-def stream_matches_subject(cfg: StreamConfig, subject: str) -> bool:
-    return any(subject_matches(f, subject) for f in cfg.subjects)

@@ -159,5 +159,7 @@ class _PeerAwareConnection(ClientConnection):
         peer = transport.get_extra_info("peername")
         from protocol.session import ClientSession
 
-        self.session = ClientSession(self._server.info(self.cid, peer), self._server.opts.max_payload)
+        self.session = ClientSession(
+            self._server.info(self.cid, peer), self._server.opts.max_payload
+        )
         super().connection_made(transport)

@@ -15,6 +15,7 @@ import asyncio
 import collections
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from engine.entries import Entry, ExpireEntry, InboundMsg, PublishEntry
 from engine.store import MessageStore
 from engine.stream import Stream
 from protocol import api_json
+from protocol import errors as E
 from protocol.errors import ApiError
 from protocol.models import StreamConfig
 
@@ -31,6 +33,7 @@ log = logging.getLogger("jetraft.stream")
 
 GROUP_COMMIT_MSGS_MAX = 8192  # bounds one PublishEntry, so one apply never stalls the loop long
 GROUP_COMMIT_BYTES_MAX = 8 * 1024 * 1024
+COMMIT_ITEMS_PER_TURN_MAX = 4  # entries applied before the loop gets a turn again
 
 
 @dataclass(slots=True)
@@ -66,6 +69,7 @@ class StreamHost:
         self._expiry_timer: asyncio.TimerHandle | None = None
         self._expiry_at_ns = 0
         self._closing = False
+        self.offline = False
 
     @property
     def name(self) -> str:
@@ -78,6 +82,7 @@ class StreamHost:
     # --- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._commit_loop())
+        self._task.add_done_callback(self._commit_loop_ended)
         self.refresh_subscriptions()
         self._schedule_expiry()
 
@@ -86,7 +91,8 @@ class StreamHost:
         for sub in self._ingest_subs:
             self.router.remove(sub)
         self._ingest_subs = [
-            self.router.subscribe_internal(subject, self._ingest) for subject in self.config.subjects
+            self.router.subscribe_internal(subject, self._ingest)
+            for subject in self.config.subjects
         ]
         want_direct = self.config.allow_direct
         if want_direct and not self._direct_subs:
@@ -112,7 +118,7 @@ class StreamHost:
             self._expiry_timer.cancel()
         self._closing = True
         self._wake.set()
-        if self._task is not None:
+        if self._task is not None and not self.offline:
             await self._task
         self.store.sync()
         self.store.close()
@@ -123,6 +129,8 @@ class StreamHost:
         self._wake.set()
 
     async def propose(self, entry: Entry) -> Any:
+        if self.offline:
+            raise ApiError(E.STREAM_OFFLINE)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queue.append(_Op(entry, future))
         self._wake.set()
@@ -133,28 +141,75 @@ class StreamHost:
         self._wake.set()
 
     async def _commit_loop(self) -> None:
+        """Apply what is queued, fsync it in a worker thread, and only then acknowledge it.
+
+        While one fsync runs, newly arrived publishes are already applied and flushed to the OS,
+        so the next fsync covers them all: apply and fsync overlap, and the cost of an fsync is
+        shared by everything that arrived while the previous one ran.
+        """
         loop = asyncio.get_running_loop()
+        unsynced: list[Callable[[], None]] = []
+        inflight: asyncio.Future[None] | None = None
+        inflight_done: list[Callable[[], None]] = []
         while True:
-            if not self._queue:
-                if self._closing:
-                    return
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            head = self._queue[0]
-            if isinstance(head, _Op):
-                self._queue.popleft()
-                outcome = self._apply(head.entry)
-                await self._persist(loop)
-                if head.future is not None and not head.future.done():
-                    head.future.set_result(outcome)
-            else:
-                pubs = self._take_publishes()
-                entry = PublishEntry(time.time_ns(), tuple(p.msg for p in pubs))
-                results = self._apply(entry)
-                await self._persist(loop)
-                self._send_acks(pubs, results)
+            self._wake.clear()
+            if inflight is not None and inflight.done():
+                inflight.result()  # an fsync failure must not be acknowledged
+                inflight = None
+                for done in inflight_done:
+                    done()
+                inflight_done = []
+            applied = 0
+            while self._queue and applied < COMMIT_ITEMS_PER_TURN_MAX:
+                unsynced.append(self._apply_next())
+                applied += 1
+            if unsynced and inflight is None:
+                self.store.flush()
+                if self.durable:
+                    inflight = loop.run_in_executor(None, self.store.fsync)
+                    inflight.add_done_callback(lambda _f: self._wake.set())
+                    inflight_done, unsynced = unsynced, []
+                else:
+                    for done in unsynced:
+                        done()
+                    unsynced = []
             self._schedule_expiry()
+            if self._queue and applied:
+                await asyncio.sleep(0)  # let the loop breathe between bounded turns
+                continue
+            if not self._queue and inflight is None and not unsynced and self._closing:
+                return
+            await self._wake.wait()
+
+    def _apply_next(self) -> Callable[[], None]:
+        """Apply the head of the queue; returns what to do once it is durable."""
+        head = self._queue[0]
+        if isinstance(head, _Op):
+            self._queue.popleft()
+            outcome = self._apply(head.entry)
+            future = head.future
+
+            def resolve() -> None:
+                if future is not None and not future.done():
+                    future.set_result(outcome)
+
+            return resolve
+        pubs = self._take_publishes()
+        results = self._apply(PublishEntry(time.time_ns(), tuple(p.msg for p in pubs)))
+        return lambda: self._send_acks(pubs, results)
+
+    def _commit_loop_ended(self, task: asyncio.Task[None]) -> None:
+        """A failed apply or fsync leaves the stream in an unknown state: take it offline (clients
+        then get no-responders instead of silence) rather than acknowledge anything more."""
+        if task.cancelled() or task.exception() is None:
+            return
+        log.critical("stream %s is offline: commit failed", self.name, exc_info=task.exception())
+        self.offline = True
+        self.unsubscribe_all()
+        while self._queue:
+            item = self._queue.popleft()
+            if isinstance(item, _Op) and item.future is not None and not item.future.done():
+                item.future.set_exception(ApiError(E.STREAM_OFFLINE))
 
     def _take_publishes(self) -> list[_Pub]:
         pubs: list[_Pub] = []
@@ -171,11 +226,6 @@ class StreamHost:
 
     def _apply(self, entry: Entry) -> Any:
         return self.stream.apply(self.stream.applied_index + 1, entry)
-
-    async def _persist(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.store.flush()
-        if self.durable:
-            await loop.run_in_executor(None, self.store.fsync)
 
     def _send_acks(self, pubs: list[_Pub], results: Any) -> None:
         if self.config.no_ack:
@@ -209,7 +259,9 @@ class StreamHost:
         self._propose_nowait(ExpireEntry(time.time_ns()))
 
     # --- Direct Get ----------------------------------------------------------------------
-    def _direct_get(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes) -> None:
+    def _direct_get(
+        self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes
+    ) -> None:
         if not reply:
             return
         prefix_len = len("$JS.API.DIRECT.GET.") + len(self.name)
@@ -224,7 +276,3 @@ class StreamHost:
         publish = self.router.publish
         for r in replies:
             publish(reply, None, r.hdr, r.data)
-
-
-def api_error_or(value: Any) -> ApiError | None:
-    return value if isinstance(value, ApiError) else None

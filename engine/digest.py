@@ -1,37 +1,57 @@
 """The stream state digest: one short value that two replicas compare to prove they agree.
 
-Owns the definition of "same state": every live message (seq, subject, header, payload, ts), the
-stream's sequence bookkeeping, the applied log index and the configuration. The message part is a
-multiset hash (the sum of per-message BLAKE2b hashes modulo 2**128), so adding or removing a message
-costs O(1) and a full purge resets it in O(1); the final digest hashes that sum with the scalar
-state. It detects accidental divergence between replicas; it is not meant to resist an adversary.
+Owns the definition of "same state": every live message (seq, subject, ts, accounting size and a
+fingerprint of header and payload), the stream's sequence bookkeeping, the applied log index and
+the configuration. The message part is a multiset hash (the sum of per-message BLAKE2b hashes
+modulo 2**128), so adding or removing a message costs O(1) and a full purge resets it in O(1); the
+final digest hashes that sum with the scalar state. It detects accidental divergence between
+replicas; it is not meant to resist an adversary.
 
-Must never: depend on the store implementation, on insertion history (only on the resulting
-state), or on the clock.
+Cost split, because publish is the hot path: what a message needs on arrival is only its content
+fingerprint (``content_fingerprint``: CRC-32 of header and payload with the header length, one C
+call), kept in the index. The BLAKE2b of (seq, ts, size, fingerprint, subject) is derived from the
+index alone, so ``engine/stream.py`` folds it into the sum lazily, when a digest is asked for
+(O(messages since the last digest)), and recomputes it on removal only for messages already
+folded. The value is a function of the live messages only, whenever it is folded.
+
+Must never: depend on the store implementation, on insertion history or on when digests were
+taken (only on the resulting state), or on the clock.
 """
 
 from __future__ import annotations
 
 import hashlib
 import struct
+import zlib
 from dataclasses import dataclass
 from typing import Final
 
-DIGEST_FORMAT_VERSION: Final = 1
+DIGEST_FORMAT_VERSION: Final = 2
 MSG_HASH_BYTES: Final = 16
 MSG_SUM_MODULUS: Final = 1 << (8 * MSG_HASH_BYTES)
 DIGEST_BYTES: Final = 32
 
-_MSG_HEAD = struct.Struct(">QqIII")  # seq, ts, subject/hdr/data lengths
+# The fingerprint: CRC-32 in the low 32 bits, the header length above them (so that bytes moved
+# between header and payload still change it).
+FINGERPRINT_HDR_LEN_SHIFT: Final = 32
+
+_MSG_HEAD = struct.Struct(">QqQQ")  # seq, ts, size, fingerprint
 _STATE = struct.Struct(">BQQQqqQQ")
 _blake2b = hashlib.blake2b
+_crc32 = zlib.crc32
 
 
-def message_hash(seq: int, subject: str, hdr: bytes, data: bytes, ts_ns: int) -> int:
+def content_fingerprint(hdr: bytes, data: bytes) -> int:
+    """What a message's header and payload contribute (cheap enough for every publish)."""
+    if not hdr:
+        return _crc32(data)
+    return _crc32(data, _crc32(hdr)) | (len(hdr) << FINGERPRINT_HDR_LEN_SHIFT)
+
+
+def message_hash(seq: int, subject: str, ts_ns: int, size_bytes: int, fingerprint: int) -> int:
     """One message's contribution to the multiset sum."""
-    subject_raw = subject.encode("utf-8", "surrogatepass")
-    head = _MSG_HEAD.pack(seq, ts_ns, len(subject_raw), len(hdr), len(data))
-    h = _blake2b(b"".join((head, subject_raw, hdr, data)), digest_size=MSG_HASH_BYTES)
+    head = _MSG_HEAD.pack(seq, ts_ns, size_bytes, fingerprint)
+    h = _blake2b(head + subject.encode("utf-8", "surrogatepass"), digest_size=MSG_HASH_BYTES)
     return int.from_bytes(h.digest(), "big")
 
 

@@ -19,8 +19,8 @@ caller drops those, as nats-server does).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Final
+from functools import lru_cache
+from typing import Final, NamedTuple
 
 from engine.get_request import (
     INT64_MAX,
@@ -53,15 +53,28 @@ _STATUS_404_NO_RESULTS: Final = b"NATS/1.0 404 No Results\r\n\r\n"
 _STATUS_413: Final = b"NATS/1.0 413 Too Many Results\r\n\r\n"
 _HDR_LINE: Final = b"NATS/1.0\r\n"
 _CRLF_LEN: Final = 2
-# nats-py's get_msg(seq=N): answered without the JSON decoder (at most 19 digits fit a uint64)
-_SEQ_ONLY_BODY: Final = re.compile(rb'\{"seq":([1-9][0-9]{0,18})\}')
+# The headers a reply appends to the stored block (minus its final CRLF), as one bytes format.
+_APPENDED: Final = (
+    b"%sNats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\n"
+)
+_APPENDED_SINGLE: Final = _APPENDED + b"\r\n"
+_APPENDED_BATCH: Final = _APPENDED + b"Nats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n\r\n"
+# The body of a get by sequence (``{"seq":N}``, nats-py's ``{"seq": N}``) is answered without the
+# JSON decoder: one object whose only key is exactly "seq", a positive integer without leading
+# zeros (at most 19 digits always fit a uint64), JSON whitespace anywhere between tokens. Go's
+# json.Unmarshal reads exactly that as a seq-only request; any other body takes the full path.
+_SEQ_ONLY_BODY: Final = re.compile(
+    rb'[ \t\r\n]*\{[ \t\r\n]*"seq"[ \t\r\n]*:[ \t\r\n]*([1-9][0-9]{0,18})[ \t\r\n]*\}[ \t\r\n]*'
+)
+# Replies cluster in time (a publish entry stamps all its messages alike): format each once.
+TIMESTAMP_CACHE_SIZE: Final = 4096
 
 
-@dataclass(frozen=True, slots=True)
-class DirectReply:
+class DirectReply(NamedTuple):
     """One message to publish to the requester's reply subject.
 
     ``hdr`` None means a plain MSG (``no_hdr``); otherwise an HMSG with this header block.
+    (A NamedTuple: one is made per reply, and a frozen dataclass costs more to construct.)
     """
 
     hdr: bytes | None
@@ -140,25 +153,26 @@ def _subject_len(subject: str) -> int:
     return len(subject) if subject.isascii() else len(subject.encode("utf-8", "surrogateescape"))
 
 
+def _text_bytes(text: str) -> bytes:
+    """A subject or stream name as it goes on the wire (parsers keep bad bytes as escapes)."""
+    return text.encode() if text.isascii() else text.encode("utf-8", "surrogateescape")
+
+
+@lru_cache(maxsize=TIMESTAMP_CACHE_SIZE)
+def _timestamp_bytes(ts_ns: int) -> bytes:
+    return format_rfc3339nano(ts_ns).encode()
+
+
 def _reply_header(
     name: str, msg: StoredMsg, pending: int | None = None, last_seq: int = 0
 ) -> bytes:
     """The stored header block with nats-server's headers appended (``genHeader`` order)."""
     hdr = msg.hdr
     head = hdr[:-_CRLF_LEN] if len(hdr) > _CRLF_LEN else _HDR_LINE
-    ts = format_rfc3339nano(msg.ts_ns)
+    name_b, subject_b, ts = _text_bytes(name), _text_bytes(msg.subject), _timestamp_bytes(msg.ts_ns)
     if pending is None:
-        tail = (
-            f"Nats-Stream: {name}\r\nNats-Subject: {msg.subject}\r\n"
-            f"Nats-Sequence: {msg.seq}\r\nNats-Time-Stamp: {ts}\r\n\r\n"
-        )
-    else:
-        tail = (
-            f"Nats-Stream: {name}\r\nNats-Subject: {msg.subject}\r\n"
-            f"Nats-Sequence: {msg.seq}\r\nNats-Time-Stamp: {ts}\r\n"
-            f"Nats-Num-Pending: {pending}\r\nNats-Last-Sequence: {last_seq}\r\n\r\n"
-        )
-    return head + tail.encode("utf-8", "surrogateescape")
+        return _APPENDED_SINGLE % (head, name_b, subject_b, msg.seq, ts)
+    return _APPENDED_BATCH % (head, name_b, subject_b, msg.seq, ts, pending, last_seq)
 
 
 def _eob(pending: int, last_seq: int, up_to_seq: int | None = None) -> DirectReply:
@@ -183,6 +197,13 @@ def _single(view: StreamView, name: str, req: MsgGetRequest) -> list[DirectReply
         return [REPLY_NOT_FOUND]
     if req.no_hdr:
         return [DirectReply(None, msg.data)]
+    return [DirectReply(_reply_header(name, msg), msg.data)]
+
+
+def _found(name: str, msg: StoredMsg | None) -> list[DirectReply]:
+    """``_single``'s reply for a request with nothing but a selector (no ``no_hdr``)."""
+    if msg is None:
+        return [REPLY_NOT_FOUND]
     return [DirectReply(_reply_header(name, msg), msg.data)]
 
 
@@ -286,15 +307,17 @@ def direct_get(
     ``$JS.API.DIRECT.GET.<stream>.`` for the subject-appended form. ``reply_stream_name`` goes
     into ``Nats-Stream`` (a mirror answering for its origin puts its own name there).
     """
-    if _api_level_too_high(request_hdr):
+    if request_hdr and _api_level_too_high(request_hdr):
         return [REPLY_412]
     if subject_key is not None:
+        if subject_key and not payload:  # KV get: the same as last_by_subj=<key> alone
+            return _found(reply_stream_name, view.load_last(subject_key))
         return _direct_get_by_subject(view, reply_stream_name, payload, subject_key)
     if not payload:
         return [REPLY_EMPTY]
     seq_only = _SEQ_ONLY_BODY.fullmatch(payload)
-    if seq_only is not None:
-        return _single(view, reply_stream_name, MsgGetRequest(seq=int(seq_only[1])))
+    if seq_only is not None:  # what lookup() does for a seq-only request
+        return _found(reply_stream_name, view.load(int(seq_only[1])))
     try:
         req = decode_get_request(payload, strict=False)
     except GetRequestError:

@@ -17,7 +17,8 @@ Removal and erase. Removal is a REMOVE or REMOVE_THROUGH record; ``erase=True`` 
 message record in place after its header (``records.erase_patch``). An erased record fails its CRC
 by design and is recognised as erased, not reported; the header is untouched so the scan goes on.
 A MSG record whose checksum fails but that a later removal record covers (an erase torn by a
-crash) is removed, not reported.
+crash) is removed, not reported. An erase takes effect at once, before its REMOVE record is durable:
+the one exception to "a crash recovers a prefix of the operations" below.
 
 Space. A segment is deleted when it is not the active one, all its messages are removed, and every
 older segment that its removal records refer to is already deleted (else deleting it would bring
@@ -25,7 +26,12 @@ those messages back on recovery). Before an unlink the store is synced (so a cra
 prefix of the operations, never a deletion without the removals behind it) and after it the
 directory is fsynced (so deletions land in order). The engine meta blob is a META record (the last
 one wins); before the segment holding the latest one is deleted, the blob is re-appended to the
-active segment. Opening costs one scan of the segments that still exist.
+active segment. A segment that is at least half of ``segment_bytes_max`` with under a quarter of its
+bytes live is compacted: rewritten (write, fsync, rename, fsync directory) with only its live
+messages, the removal records that still refer to existing older segments, and the latest meta if
+it lives there; a rewritten segment is small, so rarely rewritten again. Opening
+costs one scan of the segments that still exist. Deletion and compaction run on the owning thread
+inside remove/remove_through/append/set_meta (each syncs once: rare, once per segment).
 
 Recovery. Segments are scanned in order. An interrupted write at the tail of the last segment
 (short header, record cut short, zero fill, or a final record with a bad checksum) is truncated
@@ -57,6 +63,9 @@ SEGMENT_NAME_FORMAT = "seg-{:08d}.blk"
 _SEGMENT_NAME_RE = re.compile(r"^seg-(\d{8,})\.blk$")
 _OPEN_FLAGS = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
 _FILE_MODE = 0o644
+COMPACT_SUFFIX = ".compact"  # a compaction's new file before its rename; leftovers are deleted
+COMPACT_SEGMENT_FRACTION_MIN = 2  # only segments at least half of segment_bytes_max are rewritten
+COMPACT_LIVE_FRACTION_MAX = 0.25  # ... and only when under a quarter of their bytes are live
 
 
 @dataclass(eq=False, slots=True)
@@ -72,8 +81,10 @@ class _Segment:
     offsets: array[int] = field(default_factory=lambda: array("Q"))
     lens: array[int] = field(default_factory=lambda: array("I"))  # 0 = removed or corrupt
     live: int = 0
+    live_bytes: int = 0
     low_idx: int = 0  # every index below it is removed
     refs: set[int] = field(default_factory=set)  # older segments its removal records refer to
+    damaged: bool = False  # a damaged header stopped its scan: never rewritten by compaction
 
     def location(self, offset: int) -> str:
         return f"{self.name}@{offset}"
@@ -104,6 +115,7 @@ class FileStore:
         self._corrupt_unknown: list[tuple[CorruptRecord, int]] = []  # seq unknown
         self._notes: list[str] = []
         self._reclaim_due = False
+        self._compact_due: set[int] = set()
         self._reclaiming = False
         self._closed = False
         # Shared with worker threads running fsync(); everything else is owner-thread only.
@@ -198,10 +210,7 @@ class FileStore:
         seg = self._active
         assert seg is not None
         size = len(self._buf)
-        written = 0
-        with memoryview(self._buf) as view:
-            while written < size:
-                written += os.pwrite(seg.fd, view[written:], seg.flushed_bytes + written)
+        _pwrite_all(seg.fd, self._buf, seg.flushed_bytes)
         seg.flushed_bytes += size
         assert seg.flushed_bytes == seg.size_bytes, (seg.flushed_bytes, seg.size_bytes)
         self._buf = bytearray()
@@ -248,7 +257,7 @@ class FileStore:
         self._msg_segs.clear()
         self._msg_seg_first.clear()
         self._active = None
-        os.close(self._dir_fd)
+        self._close_fd(self._dir_fd)
 
     # ----------------------------------------------------------------- extras
 
@@ -270,6 +279,7 @@ class FileStore:
         seg.offsets.append(offset)
         seg.lens.append(total_len)
         seg.live += 1
+        seg.live_bytes += total_len
 
     def _locate(self, seq: int) -> tuple[_Segment, int] | None:
         """The segment and index of the live MSG record of ``seq``."""
@@ -283,6 +293,7 @@ class FileStore:
         return None
 
     def _mark_dead(self, seg: _Segment, idx: int) -> None:
+        seg.live_bytes -= seg.lens[idx]
         seg.lens[idx] = 0
         seg.live -= 1
         lens = seg.lens
@@ -290,8 +301,24 @@ class FileStore:
         while low < len(lens) and not lens[low]:
             low += 1
         seg.low_idx = low
-        if seg.live == 0 and seg is not self._active:
+        self._note_shrunk(seg)
+
+    def _note_shrunk(self, seg: _Segment) -> None:
+        """Schedules the deletion or compaction a removal in ``seg`` may have made worthwhile."""
+        if seg is self._active:
+            return
+        if seg.live == 0:
             self._reclaim_due = True
+        elif self._wants_compaction(seg):
+            self._compact_due.add(seg.seg_id)
+            self._reclaim_due = True
+
+    def _wants_compaction(self, seg: _Segment) -> bool:
+        return (
+            not seg.damaged
+            and seg.size_bytes * COMPACT_SEGMENT_FRACTION_MIN >= self._segment_bytes_max
+            and seg.live_bytes < seg.size_bytes * COMPACT_LIVE_FRACTION_MAX
+        )
 
     def _kill_through(self, seq: int) -> list[_Segment]:
         """Marks every MSG record with seq <= ``seq`` removed; returns the segments holding any."""
@@ -304,12 +331,12 @@ class FileStore:
             if hi <= lo:
                 continue
             seg.live -= (hi - lo) - seg.lens[lo:hi].count(0)
+            seg.live_bytes -= sum(seg.lens[lo:hi])
             seg.lens[lo:hi] = array("I", bytes(4 * (hi - lo)))
             seg.low_idx = hi
             while seg.low_idx < len(seg.lens) and not seg.lens[seg.low_idx]:
                 seg.low_idx += 1
-            if seg.live == 0 and seg is not self._active:
-                self._reclaim_due = True
+            self._note_shrunk(seg)
         for dead_seq in [s for s in self._corrupt if s <= seq]:
             del self._corrupt[dead_seq]
         return touched
@@ -394,6 +421,12 @@ class FileStore:
                 if any(ref in self._segments for ref in seg.refs):
                     continue
                 self._delete_segment(seg)
+            due, self._compact_due = sorted(self._compact_due), set()
+            for seg_id in due:
+                candidate = self._segments.get(seg_id)
+                if candidate is not None and candidate is not self._active and candidate.live > 0:
+                    if self._wants_compaction(candidate):
+                        self._compact(candidate)
 
     def _delete_segment(self, seg: _Segment) -> None:
         if self._meta_seg_id == seg.seg_id and self._meta is not None:
@@ -411,6 +444,87 @@ class FileStore:
         self._close_fd(seg.fd)
         os.unlink(self._dir / seg.name)
         os.fsync(self._dir_fd)  # gone for good before any segment referring to it may go
+
+    def _compact(self, seg: _Segment) -> None:
+        """Rewrites ``seg`` with only what still matters: live messages, removals of messages in
+        other segments that still exist, and the latest meta blob if it lives here. The new file
+        replaces the old one atomically (write, fsync, rename, fsync directory)."""
+        self.sync()  # the removals that justify dropping records must be durable first
+        assert seg.flushed_bytes == seg.size_bytes, (seg.flushed_bytes, seg.size_bytes)
+        data = _pread_all(seg.fd, seg.flushed_bytes)
+        live_at = {seg.offsets[i]: i for i in range(seg.low_idx, len(seg.seqs)) if seg.lens[i]}
+        out = bytearray()
+        seqs, offsets, lens = array("Q"), array("Q"), array("I")
+        refs: set[int] = set()
+        meta_rec: bytes | None = None
+        for item in records.walk(data):
+            if isinstance(item, WalkStop):
+                seg.damaged = True  # not expected for a sealed segment: leave it alone
+                return
+            rec = data[item.offset : item.offset + item.total_len]
+            targets: list[_Segment] = []
+            if item.rtype == RecordType.MSG:
+                if item.offset not in live_at:
+                    continue
+                seqs.append(item.seq)
+                offsets.append(len(out))
+                lens.append(item.total_len)
+            elif item.rtype == RecordType.REMOVE:
+                holder = self._holder_of(item.seq)
+                if holder is None or holder is seg:
+                    continue
+                targets = [holder]
+            elif item.rtype == RecordType.REMOVE_THROUGH:
+                targets = [t for t in self._msg_segs if t.seqs[0] <= item.seq and t is not seg]
+                if not targets:
+                    continue
+            else:
+                if item.crc_ok and self._meta_seg_id == seg.seg_id:
+                    meta_rec = rec  # only the last one matters
+                continue
+            refs.update(t.seg_id for t in targets)
+            out += rec
+        if meta_rec is not None:
+            out += meta_rec
+        self._replace_segment_file(seg, out)
+        assert len(seqs) == seg.live, (len(seqs), seg.live)
+        if seg.seqs and not seqs:
+            pos = self._msg_segs.index(seg)
+            del self._msg_segs[pos]
+            del self._msg_seg_first[pos]
+        elif seg.seqs:
+            self._msg_seg_first[self._msg_segs.index(seg)] = seqs[0]
+        seg.seqs, seg.offsets, seg.lens, seg.low_idx, seg.refs = seqs, offsets, lens, 0, refs
+        self._corrupt = {s: c for s, c in self._corrupt.items() if c[1] != seg.seg_id}
+        # Removal records elsewhere that pointed into this segment pointed at dropped records.
+        for other in self._segments.values():
+            other.refs.discard(seg.seg_id)
+        self._reclaim_due = True
+
+    def _holder_of(self, seq: int) -> _Segment | None:
+        """The segment whose MSG records include ``seq``, live or removed."""
+        pos = bisect_right(self._msg_seg_first, seq) - 1
+        if pos < 0:
+            return None
+        seg = self._msg_segs[pos]
+        idx = bisect_left(seg.seqs, seq)
+        return seg if idx < len(seg.seqs) and seg.seqs[idx] == seq else None
+
+    def _replace_segment_file(self, seg: _Segment, content: bytearray) -> None:
+        path = self._dir / seg.name
+        tmp_path = self._dir / (seg.name + COMPACT_SUFFIX)
+        fd = os.open(tmp_path, _OPEN_FLAGS | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
+        try:
+            _pwrite_all(fd, content, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp_path, path)
+        os.fsync(self._dir_fd)
+        new_fd = os.open(path, _OPEN_FLAGS)
+        old_fd, seg.fd = seg.fd, new_fd
+        self._close_fd(old_fd)
+        seg.size_bytes = seg.flushed_bytes = len(content)
 
     def _close_fd(self, fd: int) -> None:
         with self._lock:
@@ -434,6 +548,9 @@ class FileStore:
             match = _SEGMENT_NAME_RE.match(entry)
             if match:
                 found.append((int(match.group(1)), entry))
+            elif entry.endswith(COMPACT_SUFFIX):
+                os.unlink(self._dir / entry)
+                self._notes.append(f"{entry}: unfinished compaction removed")
         found.sort()
         if found:
             self._next_seg_id = found[-1][0] + 1
@@ -486,6 +603,7 @@ class FileStore:
             return True
         record = CorruptRecord(seq=None, location=seg.location(stop.offset), reason=stop.reason)
         self._corrupt_unknown.append((record, seg.seg_id))
+        seg.damaged = True
         self._notes.append(f"{record.location}: {stop.reason}; rest of the segment not read")
         return False
 
@@ -538,6 +656,13 @@ class FileStore:
                 location = seg.location(item.offset)
                 record = CorruptRecord(seq=None, location=location, reason="damaged meta record")
                 self._corrupt_unknown.append((record, seg.seg_id))
+
+
+def _pwrite_all(fd: int, data: bytearray, offset: int) -> None:
+    written = 0
+    with memoryview(data) as view:
+        while written < len(data):
+            written += os.pwrite(fd, view[written:], offset + written)
 
 
 def _pread_all(fd: int, size: int) -> bytes:

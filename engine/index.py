@@ -2,7 +2,7 @@
 
 Owns: the set of live sequences (sorted), per-subject sorted sequence lists, a token trie of the
 distinct subjects (wildcard filters walk subjects, never messages), and per-sequence metadata
-(subject, timestamp, accounting size, digest contribution). ``engine/stream.py`` keeps it in step
+(subject, timestamp, accounting size, content fingerprint for the digest). ``engine/stream.py`` keeps it in step
 with the store on every apply and answers every ``StreamView`` query from it.
 
 Timestamps are non-decreasing in sequence order (``Stream.apply`` assigns ts = max(entry ts, last
@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import sys
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator
-from typing import Final, NamedTuple, Protocol
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from typing import Any, Final, NamedTuple, Protocol
 
 from sortedcontainers import SortedList  # type: ignore[import-untyped]
 
 from protocol.subjects import FULL_WILDCARD, PARTIAL_WILDCARD, has_wildcard, subject_matches
 
-# A subject's sequences live in a plain list (cheap for the common few-messages-per-subject case)
+# A subject's sequences live in a plain list (an append is the cheapest possible add, and removing
+# its head moves at most this many pointers: under a microsecond, less than SortedList.remove)
 # until it grows past this, then in a SortedList (cheap removal from the head at any size).
-SUBJECT_LIST_SMALL_MAX: Final = 64
+SUBJECT_LIST_SMALL_MAX: Final = 4096
 # Wildcard next/last lookups first walk this many neighbouring messages before falling back to
 # one bisect per matching subject: cheap when the filter matches most subjects.
 WILDCARD_PROBE_MSGS: Final = 16
@@ -50,6 +52,22 @@ def _new_sorted(values: Iterable[int] = ()) -> _SortedInts:
     return sorted_list
 
 
+def _append_above(sorted_list: Any, value: int) -> None:
+    """``sorted_list.add(value)`` for a value above every element (the only kind this index
+    adds), without the bisect and the split check when the last sublist has room and no
+    positional index is built: the same resulting state as ``add``. Uses sortedcontainers 2.4's
+    sublists (the version is pinned); anything else goes through ``add``."""
+    lists = sorted_list._lists
+    if lists and not sorted_list._index:
+        last = lists[-1]
+        if len(last) < sorted_list._load << 1:  # add splits a sublist only above twice _load
+            last.append(value)
+            sorted_list._maxes[-1] = value
+            sorted_list._len += 1
+            return
+    sorted_list.add(value)
+
+
 _SubjectSeqs = list[int] | _SortedInts
 
 
@@ -67,7 +85,10 @@ class MsgMeta(NamedTuple):
     subject: str
     ts_ns: int
     size_bytes: int
-    digest: int  # this message's contribution to the stream digest
+    digest: int  # the content fingerprint the stream digest is derived from (engine/digest.py)
+
+
+_new_meta: Callable[[tuple[str, int, int, int]], MsgMeta] = partial(tuple.__new__, MsgMeta)
 
 
 class _TrieNode:
@@ -165,24 +186,25 @@ class StreamIndex:
     # ------------------------------------------------------------------ maintenance
 
     def add(self, seq: int, subject: str, ts_ns: int, size_bytes: int, digest: int) -> MsgMeta:
-        """Index a newly stored message; sequences arrive in increasing order."""
-        seqs = self._seqs
-        if seqs and not seq > seqs[-1]:
-            raise AssertionError(f"index add out of order: {seq} after {seqs[-1]}")
+        """Index a newly stored message; sequences arrive in increasing order. (Once per
+        published message: written for speed, every step O(1) in the common case.)"""
+        seqs: Any = self._seqs
+        lists = seqs._lists  # see _append_above
+        if lists and not seq > lists[-1][-1]:
+            raise AssertionError(f"index add out of order: {seq} after {lists[-1][-1]}")
         subject = sys.intern(subject)  # one str object per distinct subject, however many msgs
         per_subject = self._subjects.get(subject)
         if per_subject is None:
             self._subjects[subject] = [seq]
             self._trie.insert(subject)
-        elif isinstance(per_subject, list):
+        elif type(per_subject) is list:
             per_subject.append(seq)
             if len(per_subject) > SUBJECT_LIST_SMALL_MAX:
                 self._subjects[subject] = _new_sorted(per_subject)
         else:
-            per_subject.add(seq)
-        seqs.add(seq)
-        meta = MsgMeta(subject, ts_ns, size_bytes, digest)
-        self._meta[seq] = meta
+            _append_above(per_subject, seq)
+        _append_above(seqs, seq)
+        meta = self._meta[seq] = _new_meta((subject, ts_ns, size_bytes, digest))
         self.bytes_total += size_bytes
         return meta
 

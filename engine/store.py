@@ -67,7 +67,7 @@ class MessageStore(Protocol):
     def get_meta(self) -> bytes | None: ...
 
     def flush(self) -> None:
-        """Hand every buffered append/remove to the OS (no fsync). Called on the event-loop thread."""
+        """Hand buffered appends/removes to the OS (no fsync). Runs on the event-loop thread."""
         ...
 
     def fsync(self) -> None:

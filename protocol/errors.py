@@ -37,7 +37,11 @@ class ApiError(Exception):
         return self.spec.code
 
     def to_json(self) -> dict[str, Any]:
-        return {"code": self.spec.code, "err_code": self.spec.err_code, "description": self.description}
+        return {
+            "code": self.spec.code,
+            "err_code": self.spec.err_code,
+            "description": self.description,
+        }
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -97,9 +101,7 @@ STREAM_PURGE_FAILED = _e(10110, 500, "{err}")
 STREAM_ROLLUP_FAILED = _e(10111, 500, "{err}")
 STREAM_MAX_BYTES_REQUIRED = _e(10113, 400, "account requires a stream config to have max bytes set")
 STREAM_OFFLINE = _e(10118, 500, "stream is offline")
-STREAM_NAME_CONTAINS_PATH_SEPARATORS = _e(
-    10128, 400, "Stream name can not contain path separators"
-)
+STREAM_NAME_CONTAINS_PATH_SEPARATORS = _e(10128, 400, "Stream name can not contain path separators")
 REPLICAS_COUNT_CANNOT_BE_NEGATIVE = _e(10133, 400, "replicas count cannot be negative")
 PEDANTIC = _e(10157, 400, "pedantic mode: {err}")
 STREAM_DUPLICATE_MESSAGE_CONFLICT = _e(10158, 409, "duplicate message id is in process")

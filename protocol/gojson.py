@@ -649,6 +649,8 @@ def _fold(name: str) -> str:
 class _Schema:
     codecs: dict[str, _Codec]
     folded: dict[str, str]
+    zeros: dict[str, Any]
+    nested: tuple[tuple[str, _StructCodec | _StructListCodec], ...]
 
 
 @cache
@@ -660,7 +662,13 @@ def _schema(model: type[GoStruct]) -> _Schema:
     folded: dict[str, str] = {}
     for name in codecs:
         folded.setdefault(_fold(name), name)
-    return _Schema(codecs=codecs, folded=folded)
+    nested = tuple(
+        (name, codec)
+        for name, codec in codecs.items()
+        if isinstance(codec, (_StructCodec, _StructListCodec))
+    )
+    zeros = {name: codec.zero() for name, codec in codecs.items()}
+    return _Schema(codecs=codecs, folded=folded, zeros=zeros, nested=nested)
 
 
 def _decode_fields(
@@ -679,16 +687,21 @@ def _decode_fields(
 
 
 def _complete(model: type[GoStruct], state: dict[str, Any]) -> dict[str, Any]:
-    """The state with Go zero values for every field never set, nested structs included."""
+    """The state with Go zero values for every field never set, nested structs included.
+
+    (Zero lists/dicts are shared between calls; pydantic validation copies them.)
+    """
     schema = _schema(model)
-    out: dict[str, Any] = {}
-    for name, codec in schema.codecs.items():
-        value = state[name] if name in state else codec.zero()
-        if isinstance(codec, _StructCodec) and value is not None:
-            value = _complete(codec.model, value)
-        elif isinstance(codec, _StructListCodec) and value is not None:
-            value = [_complete(codec.element.model, item) for item in value]
-        out[name] = value
+    out = dict(schema.zeros)
+    out.update(state)
+    for name, codec in schema.nested:
+        value = out[name]
+        if value is None:
+            continue
+        if isinstance(codec, _StructCodec):
+            out[name] = _complete(codec.model, value)
+        else:
+            out[name] = [_complete(codec.element.model, item) for item in value]
     return out
 
 

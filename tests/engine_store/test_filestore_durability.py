@@ -311,3 +311,38 @@ def test_append_throughput_is_printed(tmp_path: Path, capsys: pytest.CaptureFixt
             f"\nfilestore: {count / append_s:,.0f} appends/s (128 B),"
             f" {count / load_s:,.0f} loads/s, reopen+scan {count / open_scan_s:,.0f} msgs/s"
         )
+
+
+def test_mostly_dead_segment_is_compacted_keeping_what_still_matters(tmp_path: Path) -> None:
+    store = FileStore(tmp_path, segment_bytes_max=1000)  # ten 100-byte messages per segment
+    for seq in range(1, 16):
+        store.append(msg(seq))  # seg1 = [1..10], seg2 = [11..15 ...
+    store.remove(2)  # ... REMOVE(2) lands in seg2 and refers to seg1, which stays mostly live
+    for seq in range(16, 22):
+        store.append(msg(seq))  # seg2 = [11..15, rm2, 16..20], seg3 = [21 ...
+    seg1, seg2, _seg3 = segment_files(tmp_path)
+    assert seg2.stat().st_size == 1000 + 25
+    store.set_meta(b"meta-in-seg3")
+    for seq in (11, 12, 13, 14, 16, 17, 18, 19):
+        store.remove(seq)  # seg2 keeps 15 and 20: under a quarter live, so it is rewritten
+    assert seg2.stat().st_size == 2 * 100 + 25  # the live messages and the REMOVE(2) record
+    expected = [1, *range(3, 11), 15, 20, 21]
+    assert [m.seq for m in store.scan()] == expected
+    assert store.load(15) == msg(15) and store.load(20) == msg(20) and store.load(12) is None
+    store.close()
+    reopened = FileStore(tmp_path, segment_bytes_max=1000)
+    assert [m.seq for m in reopened.scan()] == expected  # seq 2 stayed removed
+    assert reopened.get_meta() == b"meta-in-seg3"
+    assert reopened.corrupt_records() == [] and reopened.recovery_notes() == []
+    assert seg1.stat().st_size == 1000
+    reopened.close()
+
+
+def test_leftover_of_an_interrupted_compaction_is_removed(tmp_path: Path) -> None:
+    write_store(tmp_path, range(1, 4))
+    (tmp_path / "seg-00000001.blk.compact").write_bytes(b"half-written")
+    store = FileStore(tmp_path)
+    assert [m.seq for m in store.scan()] == [1, 2, 3]
+    assert not (tmp_path / "seg-00000001.blk.compact").exists()
+    assert "unfinished compaction" in store.recovery_notes()[0]
+    store.close()

@@ -19,6 +19,8 @@ OPS = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.integers(1, 3)),  # value: seq gap
         st.tuples(st.just("append_big"), st.integers(1, 2)),
+        st.tuples(st.just("append_run"), st.integers(5, 15)),  # value: how many
+        st.tuples(st.just("remove_sparse"), st.integers(0, 60)),  # leaves one survivor in ten
         st.tuples(st.just("remove"), st.integers(0, 40)),
         st.tuples(st.just("erase"), st.integers(0, 40)),
         st.tuples(st.just("remove_through"), st.integers(0, 45)),
@@ -28,6 +30,12 @@ OPS = st.lists(
     ),
     max_size=60,
 )
+
+
+def sparse_victims(start_seq: int) -> list[int]:
+    """Ten sequences from ``start_seq`` but one: KV-like removals that leave segments mostly dead
+    with a survivor (what compaction is for)."""
+    return [s for s in range(start_seq, start_seq + 10) if s != start_seq + 4]
 
 
 def make_msg(seq: int, size_bytes: int) -> StoredMsg:
@@ -52,6 +60,15 @@ def run_against_model(ops: list[Op], opener: Opener) -> None:
                 m = make_msg(last_seq, 300 if name == "append_big" else 20)
                 store.append(m)
                 model[last_seq] = m
+            elif name == "append_run":
+                for _ in range(value):
+                    last_seq += 1
+                    model[last_seq] = make_msg(last_seq, 20)
+                    store.append(model[last_seq])
+            elif name == "remove_sparse":
+                for seq in sparse_victims(value):
+                    assert store.remove(seq, erase=seq % 3 == 0) == (seq in model)
+                    model.pop(seq, None)
             elif name in ("remove", "erase"):
                 assert store.remove(value, erase=name == "erase") == (value in model)
                 model.pop(value, None)
@@ -103,7 +120,7 @@ def test_memory_store_matches_model(ops: list[Op]) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(ops=OPS, segment_bytes_max=st.sampled_from([64, 300, 1000, 1 << 20]))
+@given(ops=OPS, segment_bytes_max=st.sampled_from([64, 300, 600, 1 << 20]))
 def test_file_store_matches_model(ops: list[Op], segment_bytes_max: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run_against_model(ops, Opener(Path(tmp) / "s", segment_bytes_max))
@@ -113,6 +130,8 @@ CRASH_OPS = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.integers(1, 3)),
         st.tuples(st.just("append_big"), st.integers(1, 2)),
+        st.tuples(st.just("append_run"), st.integers(5, 15)),
+        st.tuples(st.just("remove_sparse"), st.integers(0, 60)),
         st.tuples(st.just("remove"), st.integers(0, 40)),
         st.tuples(st.just("remove_through"), st.integers(0, 45)),
         st.tuples(st.just("set_meta"), st.integers(0, 300)),
@@ -125,10 +144,31 @@ CRASH_OPS = st.lists(
 State = tuple[list[StoredMsg], bytes | None]
 
 
+def primitive_steps(ops: list[Op]) -> list[Op]:
+    """The ops as single store calls (a crash may fall between any two), appends with their seq."""
+    steps: list[Op] = []
+    last_seq = 0
+    for name, value in ops:
+        if name in ("append", "append_big"):
+            last_seq += value
+            steps.append(("append", last_seq))
+        elif name == "append_run":
+            steps += [("append", last_seq + i) for i in range(1, value + 1)]
+            last_seq += value
+        elif name == "remove_sparse":
+            steps += [("remove", seq) for seq in sparse_victims(value)]
+        elif name == "remove_through":
+            steps.append((name, value))
+            last_seq = max(last_seq, value)
+        else:
+            steps.append((name, value))
+    return steps
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     ops=CRASH_OPS,
-    segment_bytes_max=st.sampled_from([64, 300, 1 << 20]),
+    segment_bytes_max=st.sampled_from([64, 300, 600, 1 << 20]),
     cut_fraction=st.floats(0, 1),
 )
 def test_file_store_crash_recovers_a_prefix_at_least_as_new_as_the_last_fsync(
@@ -154,22 +194,19 @@ def test_file_store_crash_recovers_a_prefix_at_least_as_new_as_the_last_fsync(
         store.fsync = recording_fsync  # type: ignore[method-assign]
         model: dict[int, StoredMsg] = {}
         meta: bytes | None = None
-        last_seq = 0
         states: list[State] = [([], None)]
         synced_state_index = 0
-        for name, value in ops:
+        for name, value in primitive_steps(ops):
             fsynced = False
-            if name in ("append", "append_big"):
-                last_seq += value
-                model[last_seq] = make_msg(last_seq, 300 if name == "append_big" else 20)
-                store.append(model[last_seq])
+            if name == "append":
+                model[value] = make_msg(value, 300 if value % 7 == 0 else 20)
+                store.append(model[value])
             elif name == "remove":
                 store.remove(value)
                 model.pop(value, None)
             elif name == "remove_through":
                 store.remove_through(value)
                 model = {s: m for s, m in model.items() if s > value}
-                last_seq = max(last_seq, value)
             elif name == "set_meta":
                 meta = value.to_bytes(2, "little") * value
                 store.set_meta(meta)
@@ -178,7 +215,7 @@ def test_file_store_crash_recovers_a_prefix_at_least_as_new_as_the_last_fsync(
             else:
                 store.sync()
             states.append(([model[s] for s in sorted(model)], meta))
-            if fsynced:  # explicit, or before a segment deletion: this op's records are durable
+            if fsynced:  # explicit, or before a segment deletion: this step is durable
                 synced_state_index = len(states) - 1
         store.flush()
         segments = sorted(directory.glob("seg-*"))
