@@ -100,9 +100,13 @@ class _Parser:
         if c in "\"'":
             return self.parse_quoted()
         start = self.i
-        while self.i < len(self.s) and self.s[self.i] not in "\r\n,;]}#":
+        s = self.s
+        while self.i < len(s) and s[self.i] not in "\r\n,;]}#":
+            # "//" opens a comment only after whitespace, so nats://host:port stays a value
+            if s.startswith("//", self.i) and s[self.i - 1] in " \t":
+                break
             self.i += 1
-        return _scalar(self.s[start : self.i].strip())
+        return _scalar(s[start : self.i].strip())
 
 
 def _scalar(raw: str) -> Any:

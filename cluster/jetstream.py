@@ -205,6 +205,7 @@ class JetStream:
     ) -> dict[str, Any]:
         stream = host.stream
         st = stream.state()
+        corrupt = host.store.corrupt_records()
         state = api_json.state_json(
             messages=st.messages,
             bytes=st.bytes,
@@ -216,6 +217,8 @@ class JetStream:
             num_deleted=st.num_deleted,
             deleted=stream.deleted_seqs() if deleted_details else None,
             subjects=subjects,
+            # records that failed their checksum are reported as nats-server reports lost data
+            lost_msgs=sorted(c.seq for c in corrupt if c.seq is not None) or None,
         )
         return api_json.stream_info(
             host.config,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from nats.js.api import StorageType
+from nats.js.errors import NotFoundError
 
 from tests.integration.clients import JETRAFT_KIND, NATS_KIND, connect
 from tests.servers import ServerProc, jetraft_proc, nats_server_proc, probe_ready
@@ -137,3 +138,31 @@ async def test_sigterm_exits_zero_and_keeps_data(kind: str, tmp_path: Path) -> N
         await _assert_all_present(proc.url, acked)
     finally:
         proc.stop()
+
+
+async def test_corrupt_record_is_reported_and_never_served(jetraft_server: ServerProc) -> None:
+    acked = await _publish_acked(jetraft_server.url, ACKED_MSGS)
+    jetraft_server.kill()
+    victim_seq, _, victim_payload = acked[50]
+    segment = newest_stream_file(jetraft_server.store_dir, STREAM)
+    data = bytearray(segment.read_bytes())
+    at = data.find(victim_payload)
+    assert at > 0 and data.find(victim_payload, at + 1) < 0
+    data[at + 3] ^= 0x40  # one flipped bit inside the payload of one record
+    segment.write_bytes(bytes(data))
+    jetraft_server.start()
+    nc = await connect(jetraft_server.url)
+    try:
+        js = nc.jetstream(timeout=5.0)
+        info = await js.stream_info(STREAM)
+        assert info.state.messages == ACKED_MSGS - 1
+        assert info.state.lost is not None and info.state.lost.msgs == [victim_seq]
+        with pytest.raises(NotFoundError):
+            await js.get_msg(STREAM, seq=victim_seq)
+        for seq, _, payload in (acked[49], acked[51]):
+            assert (await js.get_msg(STREAM, seq=seq)).data == payload
+        after = await js.publish("dur.after", b"still writable")
+        assert after.seq == ACKED_MSGS + 1
+    finally:
+        await nc.close()
+    assert "corrupt record" in jetraft_server.log_tail()
