@@ -53,10 +53,9 @@ _STATUS_404_NO_RESULTS: Final = b"NATS/1.0 404 No Results\r\n\r\n"
 _STATUS_413: Final = b"NATS/1.0 413 Too Many Results\r\n\r\n"
 _HDR_LINE: Final = b"NATS/1.0\r\n"
 _CRLF_LEN: Final = 2
-# The headers a reply appends to the stored block (minus its final CRLF), as one bytes format.
-_APPENDED: Final = (
-    b"%sNats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\n"
-)
+# The headers a reply appends to the stored block (minus its final CRLF), as one bytes format:
+# (stored block, "Nats-Stream: <name>\r\nNats-Subject: ", subject, seq, timestamp[, pending, last]).
+_APPENDED: Final = b"%s%s%s\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\n"
 _APPENDED_SINGLE: Final = _APPENDED + b"\r\n"
 _APPENDED_BATCH: Final = _APPENDED + b"Nats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n\r\n"
 # The body of a get by sequence (``{"seq":N}``, nats-py's ``{"seq": N}``) is answered without the
@@ -68,6 +67,7 @@ _SEQ_ONLY_BODY: Final = re.compile(
 )
 # Replies cluster in time (a publish entry stamps all its messages alike): format each once.
 TIMESTAMP_CACHE_SIZE: Final = 4096
+STREAM_NAME_CACHE_SIZE: Final = 256
 
 
 class DirectReply(NamedTuple):
@@ -163,16 +163,23 @@ def _timestamp_bytes(ts_ns: int) -> bytes:
     return format_rfc3339nano(ts_ns).encode()
 
 
+@lru_cache(maxsize=STREAM_NAME_CACHE_SIZE)
+def _stream_lines(name: str) -> bytes:
+    return b"Nats-Stream: " + _text_bytes(name) + b"\r\nNats-Subject: "
+
+
 def _reply_header(
     name: str, msg: StoredMsg, pending: int | None = None, last_seq: int = 0
 ) -> bytes:
     """The stored header block with nats-server's headers appended (``genHeader`` order)."""
     hdr = msg.hdr
     head = hdr[:-_CRLF_LEN] if len(hdr) > _CRLF_LEN else _HDR_LINE
-    name_b, subject_b, ts = _text_bytes(name), _text_bytes(msg.subject), _timestamp_bytes(msg.ts_ns)
+    subject = msg.subject
+    subject_b = subject.encode() if subject.isascii() else _text_bytes(subject)
+    fields = (head, _stream_lines(name), subject_b, msg.seq, _timestamp_bytes(msg.ts_ns))
     if pending is None:
-        return _APPENDED_SINGLE % (head, name_b, subject_b, msg.seq, ts)
-    return _APPENDED_BATCH % (head, name_b, subject_b, msg.seq, ts, pending, last_seq)
+        return _APPENDED_SINGLE % fields
+    return _APPENDED_BATCH % (*fields, pending, last_seq)
 
 
 def _eob(pending: int, last_seq: int, up_to_seq: int | None = None) -> DirectReply:

@@ -65,6 +65,7 @@ HDR_STREAM_SOURCE: Final = "Nats-Stream-Source"
 HDR_CLIENT_INFO: Final = "Nats-Request-Info"
 _HDR_CLIENT_INFO_BYTES: Final = HDR_CLIENT_INFO.encode()
 _HDR_NATS_PREFIX: Final = b"Nats-"
+_HDR_MSG_ID_LINE: Final = b"\r\n" + HDR_MSG_ID.encode() + b":"
 _HDR_EXPECTED_PREFIX: Final = b"Nats-Expected-"
 _HDR_KEY_BYTES: Final = {
     key: key.encode()
@@ -127,13 +128,13 @@ class StreamState:
     num_deleted: int
 
 
-@dataclass(frozen=True, slots=True)
-class _Accepted:
+class _Accepted(NamedTuple):
     """A message that passed every pre-store check, as it will be stored."""
 
     msg: InboundMsg  # the header may have lost Nats-Request-Info
     msg_id: str
     rollup: str  # "", ROLLUP_SUBJECT or ROLLUP_ALL
+    size_bytes: int  # accounting size of msg (limits.msg_size_bytes)
 
 
 ApplyResult = list[PubResult] | ApiError | int | list[int] | None
@@ -191,6 +192,7 @@ class Stream:
         ts_ns = max(entry.ts_ns, self._last_ts_ns)
         self._expire_dedupe(ts_ns)
         results = self._publish_all(entry.msgs, ts_ns)
+        self._drop_uninterested()
         self._end(index)
         return results
 
@@ -232,8 +234,15 @@ class Stream:
         """Install a new (already validated) config and enforce lowered limits at once."""
         self._begin(index)
         error = self._update_config(entry.config_json)
+        self._drop_uninterested()
         self._end(index)
         return error
+
+    def _drop_uninterested(self) -> None:
+        """An interest stream keeps a message only while a consumer wants it; jetraft has no
+        consumers yet, so nothing stays (nats-server stores nothing when no consumer exists)."""
+        if self._config.retention == "interest" and self._index:
+            self._purge_all()
 
     def _begin(self, index: int) -> None:
         if not index > self._applied_index:
@@ -258,11 +267,12 @@ class Stream:
     def _publish_all(self, msgs: tuple[InboundMsg, ...], ts_ns: int) -> list[PubResult]:
         """Every message of a publish entry, in order.
 
-        The hot path: a message with no ``Nats-`` header that is within every size limit (the
-        common publish) is stored right here, with the entry-wide lookups done once; anything
-        else goes through ``_publish_one``, the full nats-server check sequence. The shortcut's
-        conditions only ever send a message to the full checks, never past them, and it leaves
-        the same state behind (``_publish_one`` of such a message runs exactly these steps)."""
+        The hot path: a message whose only nats-server header is a new Nats-Msg-Id, or that has
+        none (the common publishes), and that is within every size limit is stored right here,
+        with the entry-wide lookups done once; anything else goes through ``_publish_one``, the
+        full nats-server check sequence. The shortcut's conditions only ever send a message to
+        the full checks, never past them, and it leaves the same state behind (``_publish_one``
+        of such a message runs exactly these steps)."""
         cfg = self._config
         if cfg.sealed:
             return [self._publish_one(msg, ts_ns) for msg in msgs]
@@ -276,44 +286,57 @@ class Stream:
         enforce = cfg.max_msgs_per_subject > 0 or (
             cfg.discard == "old" and (cfg.max_msgs > 0 or cfg.max_bytes > 0)
         )
-        store_append, index_add = self._store.append, self._index.add
-        nats_prefix, hdr_max = _HDR_NATS_PREFIX, limits.HEADER_BYTES_MAX
+        store_msg = self._store_msg
         results: list[PubResult] = []
         add_result = results.append
         for msg in msgs:
             subject, hdr, data = msg.subject, msg.hdr, msg.data
             subject_len = len(subject) if subject.isascii() else _utf8_len(subject)
             if hdr:
-                if nats_prefix in hdr or len(hdr) > hdr_max:
+                msg_id = self._plain_msg_id(hdr)
+                if msg_id is None:
                     add_result(publish_one(msg, ts_ns))
                     continue
                 size = limits.msg_size_bytes(storage, subject_len, len(hdr), len(data))
             else:
+                msg_id = ""
                 size = size_base + subject_len + len(data)
             if (
                 size > size_cap
                 or len(hdr) + len(data) > payload_cap
-                or (discard_new and self._discard_new_error(msg, "") is not None)
+                or (discard_new and self._discard_new_error(msg, "", size) is not None)
             ):
                 add_result(publish_one(msg, ts_ns))
                 continue
-            seq = self._last_seq + 1
-            store_append(StoredMsg(seq, subject, hdr, data, ts_ns))
-            index_add(seq, subject, ts_ns, size, content_fingerprint(hdr, data))
-            self._last_seq = seq
-            self._last_ts_ns = ts_ns
-            self._last_msg_id = ""
+            seq = store_msg(msg, ts_ns, msg_id, size)
             if enforce:
                 self._enforce_limits_after_store(subject)
             add_result(PubResult(seq))
         return results
+
+    def _plain_msg_id(self, hdr: bytes) -> str | None:
+        """For a header block of at most HEADER_BYTES_MAX whose only ``Nats-`` text is a
+        Nats-Msg-Id key (or that has none): the id ("" for none), unless it is a duplicate.
+        None when the message needs ``_check_publish``. (No other header nats-server acts on
+        can be present: every one of them starts with ``Nats-``.)"""
+        if len(hdr) > limits.HEADER_BYTES_MAX:
+            return None
+        count = hdr.count(_HDR_NATS_PREFIX)
+        if count == 0:
+            return ""
+        if count > 1 or _HDR_MSG_ID_LINE not in hdr:
+            return None
+        msg_id = get_header(hdr, HDR_MSG_ID) or ""
+        if msg_id and self._config.mirror is None and msg_id in self._dedupe:
+            return None
+        return msg_id
 
     def _publish_one(self, msg: InboundMsg, ts_ns: int) -> PubResult:
         checked = self._check_publish(msg)
         if isinstance(checked, PubResult):
             return checked
         msg = checked.msg
-        seq = self._store_msg(msg, ts_ns, checked.msg_id)
+        seq = self._store_msg(msg, ts_ns, checked.msg_id, checked.size_bytes)
         self._enforce_limits_after_store(msg.subject)
         if checked.rollup == ROLLUP_SUBJECT:
             self._purge_ex(msg.subject, 0, 1)
@@ -326,10 +349,9 @@ class Stream:
         server-behavior.md §5.4 lists the sizes later, as the main-branch source has them)."""
         cfg = self._config
         hdr = msg.hdr
-        if cfg.storage == "file":
-            record_bytes = self._msg_size(msg.subject, hdr, msg.data)
-            if limits.filestore_record_too_large(record_bytes):
-                return _error(ApiError(errors.STREAM_STORE_FAILED, err=ERR_MSG_TOO_LARGE))
+        size = self._msg_size(msg.subject, hdr, msg.data)
+        if cfg.storage == "file" and limits.filestore_record_too_large(size):
+            return _error(ApiError(errors.STREAM_STORE_FAILED, err=ERR_MSG_TOO_LARGE))
         if cfg.sealed:
             return _error(ApiError(errors.STREAM_SEALED))
         if hdr and _HDR_CLIENT_INFO_BYTES in hdr:
@@ -337,6 +359,7 @@ class Stream:
             # the stored message lacks it and the size checks see the stripped header.
             hdr = remove_header(hdr, HDR_CLIENT_INFO)
             msg = InboundMsg(msg.subject, hdr, msg.data)
+            size = self._msg_size(msg.subject, hdr, msg.data)
         # The v2.15.1 binary checks both sizes before any header (probed: an oversized message
         # with a duplicate Nats-Msg-Id or a wrong Nats-Expected-Stream still gets 10054/10097).
         if cfg.max_msg_size >= 0 and len(hdr) + len(msg.data) > cfg.max_msg_size:
@@ -351,10 +374,10 @@ class Stream:
             msg_id, rollup, ttl_invalid = checked
         if ttl_invalid:
             return _error(ApiError(errors.MESSAGE_TTL_INVALID))
-        limit_error = self._discard_new_error(msg, rollup)
+        limit_error = self._discard_new_error(msg, rollup, size)
         if limit_error is not None:
             return _error(ApiError(errors.STREAM_STORE_FAILED, err=limit_error))
-        return _Accepted(msg, msg_id, rollup)
+        return _Accepted(msg, msg_id, rollup, size)
 
     def _check_headers(self, msg: InboundMsg) -> PubResult | tuple[str, str, bool]:
         """The header checks, from Nats-Expected-Stream to Nats-Rollup; returns the msg id, the
@@ -411,8 +434,9 @@ class Stream:
             return ApiError(errors.STREAM_WRONG_LAST_SEQUENCE, seq=self._last_seq)
         return None
 
-    def _discard_new_error(self, msg: InboundMsg, rollup: str) -> str | None:
-        """memstore/filestore storeRawMsg with DiscardNew: the limit a new message would break."""
+    def _discard_new_error(self, msg: InboundMsg, rollup: str, size: int) -> str | None:
+        """memstore/filestore storeRawMsg with DiscardNew: the limit a new message of accounting
+        size ``size`` would break."""
         cfg, idx = self._config, self._index
         if cfg.discard != "new":
             return None
@@ -423,7 +447,6 @@ class Stream:
         if cfg.max_msgs > 0 and len(idx) >= cfg.max_msgs and not at_subject_limit:
             return ERR_MAX_MSGS
         if cfg.max_bytes > 0:
-            size = self._msg_size(msg.subject, msg.hdr, msg.data)
             if idx.bytes_total + size > cfg.max_bytes:
                 if not at_subject_limit:
                     return ERR_MAX_BYTES
@@ -433,10 +456,11 @@ class Stream:
                     return ERR_MAX_BYTES
         return None
 
-    def _store_msg(self, msg: InboundMsg, ts_ns: int, msg_id: str) -> int:
+    def _store_msg(self, msg: InboundMsg, ts_ns: int, msg_id: str, size: int) -> int:
         seq = self._last_seq + 1
-        self._store.append(StoredMsg(seq, msg.subject, msg.hdr, msg.data, ts_ns))
-        self._index_msg(seq, msg.subject, msg.hdr, msg.data, ts_ns)
+        subject, hdr, data = msg.subject, msg.hdr, msg.data
+        self._store.append(StoredMsg(seq, subject, hdr, data, ts_ns))
+        self._index.add(seq, subject, ts_ns, size, content_fingerprint(hdr, data))
         self._last_seq = seq
         self._last_ts_ns = ts_ns
         self._last_msg_id = msg_id

@@ -69,13 +69,9 @@ def get_header(hdr: bytes, key: str) -> str | None:
     if index < 0:
         return None
     index += len(bkey) + 1
-    hdr_len = len(hdr)
-    while index < hdr_len and hdr[index] == 0x20:
-        index += 1
-    end = hdr.find(CRLF, index)
-    if end < 0:
-        end = hdr_len
-    return hdr[index:end].decode("utf-8", "surrogateescape")
+    end = hdr.find(CRLF, index)  # leading spaces are never part of a CRLF: same end after them
+    value = hdr[index:end] if end >= 0 else hdr[index:]
+    return value.lstrip(b" ").decode("utf-8", "surrogateescape")
 
 
 def parse_header_block(hdr: bytes) -> HeaderBlock:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +13,7 @@ _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))
 
-from engine_stream_harness import STORE_KINDS, Harness, make_config  # noqa: E402
-
-MakeHarness = Callable[..., Harness]
+from engine_stream_harness import STORE_KINDS, Harness, MakeHarness, make_config  # noqa: E402
 
 
 @pytest.fixture(params=STORE_KINDS)

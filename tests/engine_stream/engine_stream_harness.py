@@ -7,6 +7,7 @@ log into a fresh stream.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +159,6 @@ class Harness:
 
     def live(self) -> list[int]:
         return [m.seq for m in self.store.scan()]
+
+
+MakeHarness = Callable[..., Harness]

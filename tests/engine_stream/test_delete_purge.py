@@ -4,8 +4,7 @@ file storage gave identical purge results)."""
 from __future__ import annotations
 
 import pytest
-from conftest import MakeHarness
-from engine_stream_harness import Harness
+from engine_stream_harness import Harness, MakeHarness
 
 from protocol.errors import ApiError
 

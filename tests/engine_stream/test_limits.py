@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import MakeHarness
-from engine_stream_harness import hdr
+from engine_stream_harness import MakeHarness, hdr
 
 from engine.limits import msg_size_bytes
 
@@ -215,3 +214,11 @@ def test_discard_new_max_msgs_blocks_even_a_rollup_all(make_harness: MakeHarness
     h.ok("S.a")
     error = h.fail("S.b", headers=hdr(("Nats-Rollup", "all")))
     assert error.description == "maximum messages exceeded"
+
+
+def test_interest_retention_without_consumers_keeps_nothing(make_harness: MakeHarness) -> None:
+    h = make_harness(retention="interest")
+    results = h.publish_many([("S.a", b"", b"1"), ("S.b", b"", b"2"), ("S.a", b"", b"3")])
+    assert [r.seq for r in results] == [1, 2, 3]
+    st = h.stream.state()
+    assert (st.messages, st.first_seq, st.last_seq) == (0, 4, 3)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import MakeHarness
-from engine_stream_harness import CREATED_NS, T0_NS, hdr, make_config
+from engine_stream_harness import CREATED_NS, T0_NS, MakeHarness, hdr, make_config
 
 from engine.entries import InboundMsg, PublishEntry, UpdateConfigEntry
 from engine.memstore import MemoryStore

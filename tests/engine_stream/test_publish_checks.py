@@ -8,8 +8,7 @@ a message that fails two checks must get the earlier check's error.
 from __future__ import annotations
 
 import pytest
-from conftest import MakeHarness
-from engine_stream_harness import Harness, hdr
+from engine_stream_harness import Harness, MakeHarness, hdr
 
 from engine.stream import PubResult
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import MakeHarness
-from engine_stream_harness import T0_NS, S, hdr
+from engine_stream_harness import T0_NS, MakeHarness, S, hdr
 
 from engine.entries import PublishEntry
 from engine.stream import PubResult
