@@ -176,6 +176,15 @@ def report(config: LoadConfig, rows: list[list[str]], errors: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _nats_proc(tmp: Path, sync_always: bool) -> ServerProc:
+    """nats-server as deployed by default (fsync every 2 min), or fsyncing every write."""
+    if not sync_always:
+        return nats_server_proc(tmp, name="bench-nats")
+    conf = tmp / "sync-always.conf"
+    conf.write_text("jetstream { sync_interval: always }\n")
+    return nats_server_proc(tmp, name="bench-nats", extra_args=("-c", str(conf)))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="jetraft vs nats-server, same load generator")
     parser.add_argument("--msgs", type=int, default=None, help="operations per phase")
@@ -186,13 +195,18 @@ def main(argv: list[str] | None = None) -> int:
     only.add_argument("--jetraft-only", action="store_true")
     only.add_argument("--nats-only", action="store_true")
     parser.add_argument("--output", type=Path, default=RESULTS_PATH, help="markdown file")
+    parser.add_argument(
+        "--nats-sync-always",
+        action="store_true",
+        help="run nats-server with jetstream.sync_interval=always, the durability jetraft gives",
+    )
     args = parser.parse_args(argv)
     msgs = args.msgs if args.msgs is not None else (QUICK_MSGS if args.quick else DEFAULT_MSGS)
     config = LoadConfig(msgs=msgs, seed=args.seed, window=args.window)
 
     nats = jetraft = None
     if not args.jetraft_only:
-        nats = run_against(NATS, lambda tmp: nats_server_proc(tmp, name="bench-nats"), config)
+        nats = run_against(NATS, lambda tmp: _nats_proc(tmp, args.nats_sync_always), config)
     if not args.nats_only:
         jetraft = run_against(JETRAFT, lambda tmp: jetraft_proc(tmp, name="bench-jr"), config)
     runs = [run for run in (nats, jetraft) if run is not None]
