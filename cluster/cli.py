@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cluster.batching import BatchConfigError, batch_limits_from_config
 from cluster.config_file import ConfigError, parse_config
 from cluster.server import Server, ServerOptions
 
@@ -51,6 +52,12 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
     )
     if "max_payload" in conf:
         opts.max_payload = int(conf["max_payload"])
+    try:
+        batch_limits = batch_limits_from_config(conf)
+    except BatchConfigError as exc:
+        raise SystemExit(f"jetraft: {args.config}: {exc}") from exc
+    if batch_limits is not None:
+        opts.batch_limits = batch_limits
     return opts
 
 

@@ -19,8 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cluster.batching import BatchContext
 from cluster.router import Router
 from cluster.stream_host import StreamHost
+from engine.batch import BatchLimits
 from engine.entries import DeleteMsgEntry, PurgeEntry, UpdateConfigEntry
 from engine.filestore import FileStore
 from engine.memstore import MemoryStore
@@ -63,8 +65,16 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 
 class JetStream:
-    def __init__(self, router: Router, store_dir: Path, server_name: str) -> None:
+    def __init__(
+        self,
+        router: Router,
+        store_dir: Path,
+        server_name: str,
+        batch_limits: BatchLimits | None = None,
+    ) -> None:
         self.router = router
+        # atomic batch limits and the count of open batches, shared by all streams
+        self.batch_context = BatchContext(batch_limits or BatchLimits())
         self.server_name = server_name
         self.streams_dir = store_dir / "jetstream" / "streams"
         self.streams: dict[str, StreamHost] = {}
@@ -106,7 +116,13 @@ class JetStream:
         else:
             store = MemoryStore()
         stream = Stream(cfg, store, created_ns)
-        host = StreamHost(stream, store, self.router, durable=cfg.storage == "file")
+        host = StreamHost(
+            stream,
+            store,
+            self.router,
+            durable=cfg.storage == "file",
+            batch_context=self.batch_context,
+        )
         self.streams[cfg.name] = host
         self.created_ns[cfg.name] = created_ns
         host.start()

@@ -24,6 +24,7 @@ from cluster.client_conn import ClientConnection
 from cluster.jetstream import JetStream
 from cluster.monitor import MonitorServer
 from cluster.router import Router
+from engine.batch import BatchLimits
 
 log = logging.getLogger("jetraft.server")
 
@@ -42,6 +43,8 @@ class ServerOptions:
     store_dir: Path = field(default_factory=lambda: Path("./data"))
     http_port: int = 0
     max_payload: int = MAX_PAYLOAD_BYTES
+    # jetstream { limits { batch { ... } } }: atomic batch publish limits (ADR-50)
+    batch_limits: BatchLimits = field(default_factory=BatchLimits)
 
 
 def _server_id() -> str:
@@ -57,7 +60,9 @@ class Server:
         self.xkey = "X" + self.server_id[1:]
         self.name = opts.server_name or self.server_id
         self.router = Router()
-        self.jetstream = JetStream(self.router, opts.store_dir, self.name)
+        self.jetstream = JetStream(
+            self.router, opts.store_dir, self.name, batch_limits=opts.batch_limits
+        )
         self.monitor: MonitorServer | None = None
         self._listener: asyncio.Server | None = None
         self._conns: dict[int, ClientConnection] = {}

@@ -1,5 +1,9 @@
 """Hosts one stream on this node: ingest, group commit, expiry timer, Direct Get responder.
 
+A message carrying ``Nats-Batch-Id`` goes to the stream's atomic batch staging
+(``cluster/batching.py``) instead; a complete batch enters the queue as one
+``BatchCommitEntry`` and gets its PubAck once that entry is applied and durable.
+
 Publishes that arrive while a commit is in flight are coalesced into one ``PublishEntry`` (group
 commit): one apply, one flush, one fsync, then every PubAck of the group is sent. API operations
 (purge, delete, update, expire) travel the same queue, so every state change reaches the engine
@@ -19,9 +23,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cluster.batching import AtomicBatches, BatchContext
 from cluster.router import Router, Subscription
+from engine.batch import BatchResult, batch_id_of
 from engine.direct_get import DIRECT_GET_GROUP, direct_get, direct_get_subjects
-from engine.entries import Entry, ExpireEntry, InboundMsg, PublishEntry
+from engine.entries import (
+    BatchCommitEntry,
+    Entry,
+    ExpireEntry,
+    InboundMsg,
+    PublishEntry,
+    UpdateConfigEntry,
+)
 from engine.store import MessageStore
 from engine.stream import Stream
 from protocol import api_json
@@ -34,6 +47,7 @@ log = logging.getLogger("jetraft.stream")
 GROUP_COMMIT_MSGS_MAX = 8192  # bounds one PublishEntry, so one apply never stalls the loop long
 GROUP_COMMIT_BYTES_MAX = 8 * 1024 * 1024
 COMMIT_ITEMS_PER_TURN_MAX = 4  # entries applied before the loop gets a turn again
+_BATCH_ID_KEY = b"Nats-Batch-Id:"  # a cheap test before the header lookup on every publish
 
 
 @dataclass(slots=True)
@@ -48,6 +62,12 @@ class _Op:
     future: asyncio.Future[Any] | None
 
 
+@dataclass(slots=True)
+class _BatchCommit:
+    entry: BatchCommitEntry
+    reply: str | None
+
+
 class StreamHost:
     def __init__(
         self,
@@ -56,12 +76,16 @@ class StreamHost:
         router: Router,
         *,
         durable: bool,
+        batch_context: BatchContext | None = None,
     ) -> None:
         self.stream = stream
         self.store = store
         self.router = router
         self.durable = durable
-        self._queue: collections.deque[_Pub | _Op] = collections.deque()
+        self._queue: collections.deque[_Pub | _Op | _BatchCommit] = collections.deque()
+        self._batches = AtomicBatches(
+            lambda: self.stream.config.name, router, batch_context or BatchContext()
+        )
         self._wake = asyncio.Event()
         self._ingest_subs: list[Subscription] = []
         self._direct_subs: list[Subscription] = []
@@ -114,6 +138,7 @@ class StreamHost:
     async def close(self) -> None:
         """Stop taking publishes, commit what is queued, then close the store."""
         self.unsubscribe_all()
+        self._batches.close()  # staged, uncommitted batches vanish with the process
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
         self._closing = True
@@ -125,8 +150,20 @@ class StreamHost:
 
     # --- ingest and proposals -----------------------------------------------------------
     def _ingest(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes) -> None:
+        if hdr and _BATCH_ID_KEY in hdr:
+            batch_id = batch_id_of(hdr)
+            if batch_id:  # an empty Nats-Batch-Id is a plain publish (probed)
+                self._ingest_batch_msg(InboundMsg(subject, hdr, payload), reply, batch_id)
+                return
         self._queue.append(_Pub(InboundMsg(subject, hdr or b"", payload), reply))
         self._wake.set()
+
+    def _ingest_batch_msg(self, msg: InboundMsg, reply: str | None, batch_id: str) -> None:
+        """Stage (and answer) an atomic batch message; a complete batch is queued as one entry."""
+        ready = self._batches.on_message(msg, reply, batch_id, self.config)
+        if ready is not None:
+            self._queue.append(_BatchCommit(ready.entry(time.time_ns()), reply))
+            self._wake.set()
 
     async def propose(self, entry: Entry) -> Any:
         if self.offline:
@@ -193,12 +230,18 @@ class StreamHost:
             self._queue.popleft()
             outcome = self._apply(head.entry)
             future = head.future
+            if isinstance(head.entry, UpdateConfigEntry):
+                self._batches.config_changed(self.config)
 
             def resolve() -> None:
                 if future is not None and not future.done():
                     future.set_result(outcome)
 
             return resolve
+        if isinstance(head, _BatchCommit):
+            self._queue.popleft()
+            result = self._apply(head.entry)
+            return lambda: self._send_batch_ack(head, result)
         pubs = self._take_publishes()
         results = self._apply(PublishEntry(time.time_ns(), tuple(p.msg for p in pubs)))
         return lambda: self._send_acks(pubs, results)
@@ -211,6 +254,7 @@ class StreamHost:
         log.critical("stream %s is offline: commit failed", self.name, exc_info=task.exception())
         self.offline = True
         self.unsubscribe_all()
+        self._batches.close()
         while self._queue:
             item = self._queue.popleft()
             if isinstance(item, _Op) and item.future is not None and not item.future.done():
@@ -245,6 +289,17 @@ class StreamHost:
             else:
                 body = api_json.pub_ack_json(name, res.seq, duplicate=res.duplicate)
             publish(pub.reply, None, None, body)
+
+    def _send_batch_ack(self, commit: _BatchCommit, result: BatchResult) -> None:
+        """The commit's PubAck: ``{"stream","seq","batch","count"}`` or the error PubAck."""
+        if self.config.no_ack or not commit.reply:
+            return
+        if result.error is not None:
+            body = api_json.pub_ack_error_json(self.name, result.error)
+        else:
+            batch_id = commit.entry.batch_id
+            body = api_json.pub_ack_json(self.name, result.seq, batch=batch_id, count=result.count)
+        self.router.publish(commit.reply, None, None, body)
 
     # --- MaxAge expiry -------------------------------------------------------------------
     def _schedule_expiry(self) -> None:

@@ -32,6 +32,7 @@ TYPE_DELETE_MSG: Final = 2
 TYPE_PURGE: Final = 3
 TYPE_EXPIRE: Final = 4
 TYPE_UPDATE_CONFIG: Final = 5
+TYPE_BATCH_COMMIT: Final = 6
 
 _HEAD = struct.Struct(">BB")
 _CRC = struct.Struct(">I")
@@ -41,6 +42,7 @@ _MSG_LENS = struct.Struct(">III")  # subject, hdr, data lengths
 _DELETE = struct.Struct(">qQB")
 _PURGE_NUMS = struct.Struct(">QQ")
 _PUBLISH_HEAD = struct.Struct(">qI")
+_BATCH_TAIL = struct.Struct(">BI")  # eob flag, message count (after ts_ns and the batch id)
 
 _STR_ENCODING = "utf-8"
 _STR_ERRORS = "surrogatepass"
@@ -90,7 +92,9 @@ class PurgeEntry:
 
 @dataclass(frozen=True, slots=True)
 class ExpireEntry:
-    """MaxAge expiry proposed by the leader's timer: removes messages with ts <= ts_ns - max_age."""
+    """Expiry proposed by the leader's timer: removes messages with ts <= ts_ns - max_age (unless
+    their Nats-TTL is ``never``) and those whose TTL deadline is <= ts_ns, writing subject delete
+    markers. The set is a function of the state and ts_ns alone, so it needs no seq list."""
 
     ts_ns: int
 
@@ -103,7 +107,21 @@ class UpdateConfigEntry:
     config_json: bytes
 
 
-Entry = PublishEntry | DeleteMsgEntry | PurgeEntry | ExpireEntry | UpdateConfigEntry
+@dataclass(frozen=True, slots=True)
+class BatchCommitEntry:
+    """An atomic batch commit (ADR-50): every staged message of one batch, applied all-or-nothing
+    with contiguous sequences. ``eob``: the commit message itself was not stored, so the last
+    message gets ``Nats-Batch-Commit: 1`` when stored."""
+
+    ts_ns: int
+    batch_id: str
+    msgs: tuple[InboundMsg, ...]
+    eob: bool
+
+
+Entry = (
+    PublishEntry | DeleteMsgEntry | PurgeEntry | ExpireEntry | UpdateConfigEntry | BatchCommitEntry
+)
 
 
 # ------------------------------------------------------------------------------------ encoding
@@ -155,6 +173,15 @@ def _body(entry: Entry) -> tuple[int, bytes]:
     if isinstance(entry, UpdateConfigEntry):
         _check_i64(entry.ts_ns, "ts_ns")
         return TYPE_UPDATE_CONFIG, _I64.pack(entry.ts_ns) + _enc_bytes(entry.config_json)
+    if isinstance(entry, BatchCommitEntry):
+        _check_i64(entry.ts_ns, "ts_ns")
+        head = _I64.pack(entry.ts_ns) + _enc_str(entry.batch_id)
+        parts = [head, _BATCH_TAIL.pack(1 if entry.eob else 0, len(entry.msgs))]
+        for msg in entry.msgs:
+            subject = msg.subject.encode(_STR_ENCODING, _STR_ERRORS)
+            parts += (_MSG_LENS.pack(len(subject), len(msg.hdr), len(msg.data)), subject)
+            parts += (msg.hdr, msg.data)
+        return TYPE_BATCH_COMMIT, b"".join(parts)
     raise TypeError(f"not a log entry: {type(entry).__name__}")
 
 
@@ -240,12 +267,29 @@ def _dec_update(r: _Reader) -> UpdateConfigEntry:
     return UpdateConfigEntry(ts_ns, r.take(json_len))
 
 
+def _dec_batch_commit(r: _Reader) -> BatchCommitEntry:
+    (ts_ns,) = r.unpack(_I64)
+    (id_len,) = r.unpack(_U32)
+    batch_id = r.text(id_len)
+    eob, count = r.unpack(_BATCH_TAIL)
+    if eob > 1:
+        raise EntryDecodeError(f"bad eob flag {eob}")
+    msgs = []
+    for _ in range(count):
+        subject_len, hdr_len, data_len = r.unpack(_MSG_LENS)
+        subject = r.text(subject_len)
+        hdr = r.take(hdr_len)
+        msgs.append(InboundMsg(subject, hdr, r.take(data_len)))
+    return BatchCommitEntry(ts_ns, batch_id, tuple(msgs), eob == 1)
+
+
 _DECODERS: dict[int, Callable[[_Reader], Entry]] = {
     TYPE_PUBLISH: _dec_publish,
     TYPE_DELETE_MSG: _dec_delete,
     TYPE_PURGE: _dec_purge,
     TYPE_EXPIRE: _dec_expire,
     TYPE_UPDATE_CONFIG: _dec_update,
+    TYPE_BATCH_COMMIT: _dec_batch_commit,
 }
 
 

@@ -1,8 +1,9 @@
 """The durable ``MessageStore``: append-only segment files of checksummed records.
 
 What it owns: the segment files ``seg-NNNNNNNN.blk`` in one directory (record format in
-``engine/records.py``), an in-memory map from sequence to (segment, offset, length) — offsets only,
-never payloads — and recovery, checksum verification and space reclamation.
+``engine/records.py``), an in-memory map from sequence to (segment, offset, length), a bounded
+read cache of recent messages (the only payloads it keeps in memory), and recovery, checksum
+verification and space reclamation.
 
 Durability. ``append``/``remove``/``set_meta`` go to a user-space buffer; ``flush`` hands it to the
 OS with one ``os.pwrite``; ``fsync`` fsyncs every file written since the last fsync (segments and,
@@ -33,6 +34,19 @@ it lives there; a rewritten segment is small, so rarely rewritten again. Opening
 costs one scan of the segments that still exist. Deletion and compaction run on the owning thread
 inside remove/remove_through/append/set_meta (each syncs once: rare, once per segment).
 
+Read cache. ``load`` answers from a bounded LRU of ``StoredMsg`` objects before touching the disk:
+``append`` puts the message it was given (write-through: it is in memory anyway, and it is exactly
+what the record holds; not when its hdr or data is a mutable buffer) and a ``load`` from disk puts
+what it decoded, after the record's CRC passed, so a record is checksummed before it is first
+served and nothing unverified is ever cached. The cache is bounded by ``read_cache_bytes_max``
+(payload, header and subject bytes plus a fixed per-entry overhead; 0 disables it) and holds only
+live messages: every path that kills a record (remove, erase, remove_through, a checksum failure
+found by ``scan``) drops its entry first. Compaction and segment deletion need no invalidation of
+their own: compaction rewrites only live records, byte for byte, and a segment is deleted only when
+none of its messages is live. Damage that happens on disk after a message was cached is found by
+``scan`` and recovery, not by ``load``. The budget is per store, hence per stream; cached messages
+also cost the garbage collector a little on every full collection.
+
 Recovery. Segments are scanned in order. An interrupted write at the tail of the last segment
 (short header, record cut short, zero fill, or a final record with a bad checksum) is truncated
 away and described in ``recovery_notes()``. A damaged MSG record elsewhere is skipped and listed in
@@ -50,7 +64,8 @@ import re
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +81,10 @@ _FILE_MODE = 0o644
 COMPACT_SUFFIX = ".compact"  # a compaction's new file before its rename; leftovers are deleted
 COMPACT_SEGMENT_FRACTION_MIN = 2  # only segments at least half of segment_bytes_max are rewritten
 COMPACT_LIVE_FRACTION_MAX = 0.25  # ... and only when under a quarter of their bytes are live
+READ_CACHE_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
+# What one cached message costs beyond its subject, header and payload: the StoredMsg tuple, the
+# str/bytes/int object headers and the OrderedDict node (measured about 250 bytes on CPython 3.11).
+READ_CACHE_ENTRY_OVERHEAD_BYTES = 256
 
 
 @dataclass(eq=False, slots=True)
@@ -98,10 +117,16 @@ class FileStore:
         directory: str | os.PathLike[str],
         *,
         segment_bytes_max: int = SEGMENT_BYTES_MAX_DEFAULT,
+        read_cache_bytes_max: int = READ_CACHE_BYTES_MAX_DEFAULT,
     ) -> None:
         assert segment_bytes_max >= records.RECORD_BYTES_MIN, segment_bytes_max
+        assert read_cache_bytes_max >= 0, read_cache_bytes_max
         self._dir = Path(directory)
         self._segment_bytes_max = segment_bytes_max
+        # seq -> live message, least recently used first; see "Read cache" in the module docstring.
+        self._cache: OrderedDict[int, StoredMsg] = OrderedDict()
+        self._cache_bytes = 0
+        self._cache_bytes_max = read_cache_bytes_max
         self._segments: dict[int, _Segment] = {}  # ascending seg_id
         self._msg_segs: list[_Segment] = []  # segments holding MSG records, in seq order
         self._msg_seg_first: list[int] = []  # first MSG seq of each, for bisect
@@ -131,13 +156,18 @@ class FileStore:
     # ----------------------------------------------------------------- MessageStore
 
     def append(self, msg: StoredMsg) -> None:
-        assert msg.seq > self._last_seq, (msg.seq, self._last_seq)
-        seg = self._writable_segment()
+        seq = msg.seq
+        assert seq > self._last_seq, (seq, self._last_seq)
+        seg = self._active
+        if seg is None or seg.size_bytes >= self._segment_bytes_max:
+            seg = self._writable_segment()
         offset = seg.size_bytes
         total_len = records.append_msg(self._buf, msg)
-        seg.size_bytes += total_len
-        self._index_msg(seg, msg.seq, offset, total_len)
-        self._last_seq = msg.seq
+        seg.size_bytes = offset + total_len
+        self._index_msg(seg, seq, offset, total_len)
+        self._last_seq = seq
+        if type(msg.data) is bytes and type(msg.hdr) is bytes:  # immutable: safe to share
+            self._cache_put(msg)
         if self._reclaim_due:
             self._reclaim()
 
@@ -166,6 +196,11 @@ class FileStore:
         self._reclaim()
 
     def load(self, seq: int) -> StoredMsg | None:
+        cache = self._cache
+        msg = cache.get(seq)
+        if msg is not None:
+            cache.move_to_end(seq)
+            return msg
         found = self._locate(seq)
         if found is None:
             return None
@@ -176,10 +211,11 @@ class FileStore:
             rec = bytes(self._buf[start : start + total_len])
         else:
             rec = os.pread(seg.fd, total_len, offset)
-        with memoryview(rec) as view:
-            msg = records.decode_msg(view, 0, seq)
+        msg = records.decode_msg_record(rec, seq)  # a short read fails its length check
         if msg is None:
             self._found_corrupt(seg, idx, "checksum mismatch on read")
+        else:
+            self._cache_put(msg)
         return msg
 
     def scan(self) -> Iterator[StoredMsg]:
@@ -251,6 +287,8 @@ class FileStore:
             return
         self.sync()
         self._closed = True
+        self._cache.clear()
+        self._cache_bytes = 0
         for seg in self._segments.values():
             self._close_fd(seg.fd)
         self._segments.clear()
@@ -268,6 +306,55 @@ class FileStore:
     def segment_names(self) -> list[str]:
         """The segment files that currently exist, oldest first."""
         return [seg.name for seg in self._segments.values()]
+
+    def read_cache_bytes(self) -> int:
+        """The bytes the read cache accounts for now (never above ``read_cache_bytes_max``)."""
+        return self._cache_bytes
+
+    def cached_seqs(self) -> list[int]:
+        """The seqs the read cache holds, least recently used first (for tests and monitoring)."""
+        return list(self._cache)
+
+    # ----------------------------------------------------------------- read cache
+
+    def _cache_put(self, msg: StoredMsg) -> None:
+        """Caches ``msg`` (verified or written by us; its seq not cached yet) as most recently
+        used and evicts the least recently used entries beyond the byte budget. A message over
+        the whole budget is not cached (with a budget of 0, nothing is)."""
+        cost = len(msg.subject) + len(msg.hdr) + len(msg.data) + READ_CACHE_ENTRY_OVERHEAD_BYTES
+        limit = self._cache_bytes_max
+        if cost > limit:
+            return
+        self._cache[msg.seq] = msg
+        self._cache_bytes += cost
+        if self._cache_bytes > limit:
+            self._cache_evict(limit)
+
+    def _cache_evict(self, limit: int) -> None:
+        cache, total = self._cache, self._cache_bytes
+        while total > limit:
+            _seq, evicted = cache.popitem(last=False)
+            total -= _cache_cost(evicted)
+        self._cache_bytes = total
+
+    def _cache_drop(self, seq: int) -> None:
+        msg = self._cache.pop(seq, None)
+        if msg is not None:
+            self._cache_bytes -= _cache_cost(msg)
+
+    def _cache_drop_through(self, seq: int, spans: list[tuple[_Segment, int, int]]) -> None:
+        """Drops every cached seq <= ``seq``. ``spans`` (segment, first index, end index) hold
+        every seq that may be cached; the cheaper of probing them and filtering the whole cache
+        is chosen, so a purge costs O(min(messages purged, messages cached))."""
+        cache = self._cache
+        if not cache:
+            return
+        if sum(hi - lo for _seg, lo, hi in spans) < len(cache):
+            dead_seqs: Iterable[int] = (s for seg, lo, hi in spans for s in seg.seqs[lo:hi])
+        else:
+            dead_seqs = [s for s in cache if s <= seq]
+        for dead_seq in dead_seqs:
+            self._cache_drop(dead_seq)
 
     # ----------------------------------------------------------------- index
 
@@ -287,12 +374,16 @@ class FileStore:
         if pos < 0:
             return None
         seg = self._msg_segs[pos]
-        idx = bisect_left(seg.seqs, seq)
-        if idx < len(seg.seqs) and seg.seqs[idx] == seq and seg.lens[idx]:
-            return seg, idx
-        return None
+        seqs = seg.seqs
+        idx = seq - seqs[0]  # exact when the segment's seqs are contiguous, the common case
+        if not (idx < len(seqs) and seqs[idx] == seq):
+            idx = bisect_left(seqs, seq)
+            if not (idx < len(seqs) and seqs[idx] == seq):
+                return None
+        return (seg, idx) if seg.lens[idx] else None
 
     def _mark_dead(self, seg: _Segment, idx: int) -> None:
+        self._cache_drop(seg.seqs[idx])
         seg.live_bytes -= seg.lens[idx]
         seg.lens[idx] = 0
         seg.live -= 1
@@ -323,6 +414,7 @@ class FileStore:
     def _kill_through(self, seq: int) -> list[_Segment]:
         """Marks every MSG record with seq <= ``seq`` removed; returns the segments holding any."""
         touched: list[_Segment] = []
+        spans: list[tuple[_Segment, int, int]] = []
         for seg in self._msg_segs:
             if seg.seqs[0] > seq:
                 break
@@ -330,6 +422,7 @@ class FileStore:
             lo, hi = seg.low_idx, bisect_right(seg.seqs, seq)
             if hi <= lo:
                 continue
+            spans.append((seg, lo, hi))
             seg.live -= (hi - lo) - seg.lens[lo:hi].count(0)
             seg.live_bytes -= sum(seg.lens[lo:hi])
             seg.lens[lo:hi] = array("I", bytes(4 * (hi - lo)))
@@ -339,6 +432,7 @@ class FileStore:
             self._note_shrunk(seg)
         for dead_seq in [s for s in self._corrupt if s <= seq]:
             del self._corrupt[dead_seq]
+        self._cache_drop_through(seq, spans)
         return touched
 
     def _found_corrupt(self, seg: _Segment, idx: int, reason: str) -> None:
@@ -656,6 +750,11 @@ class FileStore:
                 location = seg.location(item.offset)
                 record = CorruptRecord(seq=None, location=location, reason="damaged meta record")
                 self._corrupt_unknown.append((record, seg.seg_id))
+
+
+def _cache_cost(msg: StoredMsg) -> int:
+    """What ``msg`` counts for against ``read_cache_bytes_max`` (the formula of ``_cache_put``)."""
+    return len(msg.subject) + len(msg.hdr) + len(msg.data) + READ_CACHE_ENTRY_OVERHEAD_BYTES
 
 
 def _pwrite_all(fd: int, data: bytearray, offset: int) -> None:

@@ -64,6 +64,17 @@ class RecordType(IntEnum):
 
 
 _KNOWN_TYPES = frozenset(int(t) for t in RecordType)
+# Plain ints for the hot paths: an IntEnum attribute lookup costs more than the packing itself.
+_TYPE_MSG = int(RecordType.MSG)
+_MSG_AFTER_HEAD = struct.Struct("<IqHI")  # header_crc, then the MSG fixed fields
+_MSG_OVERHEAD_BYTES = HEADER_BYTES + MSG_FIXED_BYTES + CRC_BYTES
+_MSG_SUBJECT_AT = HEADER_BYTES + MSG_FIXED_BYTES  # where the subject starts in a MSG record
+# zlib.crc32(b + zlib.crc32(b).to_bytes(4, "little")) is this constant for every b, and no other
+# 4 bytes after b give it (CRC-32 of 4 appended bytes is a bijection): checking the CRC of a whole
+# record against it is exactly checking its trailing CRC, without slicing the trailer off first.
+_CRC_RESIDUE = 0x2144DF1C
+# tuple.__new__ builds a StoredMsg without the Python-level NamedTuple __new__ (half the cost).
+_new_tuple = tuple.__new__
 
 
 def _head(total_len: int, rtype: RecordType, seq: int) -> bytes:
@@ -72,21 +83,20 @@ def _head(total_len: int, rtype: RecordType, seq: int) -> bytes:
 
 
 def append_msg(buf: bytearray, msg: StoredMsg) -> int:
-    """Append the MSG record of ``msg`` to ``buf``; returns the record length in bytes."""
+    """Append the MSG record of ``msg`` to ``buf``; returns the record length in bytes.
+
+    Hot path (once per stored message): two CRCs (header, then record) and one join."""
     subject = msg.subject.encode()
-    assert 0 < len(subject) <= SUBJECT_BYTES_MAX, len(subject)  # non-empty: see erase
-    total_len = HEADER_BYTES + MSG_FIXED_BYTES + len(subject) + len(msg.hdr) + len(msg.data)
-    total_len += CRC_BYTES
+    hdr, data = msg.hdr, msg.data
+    subject_len = len(subject)
+    assert 0 < subject_len <= SUBJECT_BYTES_MAX, subject_len  # non-empty: see erase
+    total_len = _MSG_OVERHEAD_BYTES + subject_len + len(hdr) + len(data)
     assert total_len <= RECORD_BYTES_MAX, total_len
-    prefix = _head(total_len, RecordType.MSG, msg.seq) + _MSG_FIXED.pack(
-        msg.ts_ns, len(subject), len(msg.hdr)
-    )
-    crc = _crc32(msg.data, _crc32(msg.hdr, _crc32(subject, _crc32(prefix))))
-    buf += prefix
-    buf += subject
-    buf += msg.hdr
-    buf += msg.data
-    buf += _U32.pack(crc)
+    head = _HEAD.pack(total_len, RECORD_VERSION, _TYPE_MSG, 0, msg.seq)
+    fixed = _MSG_AFTER_HEAD.pack(_crc32(head), msg.ts_ns, subject_len, len(hdr))
+    rec = b"".join((head, fixed, subject, hdr, data))
+    buf += rec
+    buf += _U32.pack(_crc32(rec))
     return total_len
 
 
@@ -157,20 +167,48 @@ def decode_msg(view: memoryview, offset: int, seq: int) -> StoredMsg | None:
     data_start = hdr_start + hdr_len
     if (
         found_seq != seq
-        or rtype != RecordType.MSG
+        or rtype != _TYPE_MSG
         or version != RECORD_VERSION
         or data_start > end
         or size < end + CRC_BYTES
-        or _crc32(view[offset:end]) != _U32.unpack_from(view, end)[0]
+        or _crc32(view[offset : end + CRC_BYTES]) != _CRC_RESIDUE
     ):
         return None
-    return StoredMsg(
-        seq,
-        str(view[sub_start:hdr_start], "utf-8"),
-        bytes(view[hdr_start:data_start]),
-        bytes(view[data_start:end]),
-        ts_ns,
+    subject = str(view[sub_start:hdr_start], "utf-8")
+    msg: StoredMsg = _new_tuple(
+        StoredMsg,
+        (seq, subject, bytes(view[hdr_start:data_start]), bytes(view[data_start:end]), ts_ns),
     )
+    return msg
+
+
+def decode_msg_record(rec: bytes, seq: int) -> StoredMsg | None:
+    """``decode_msg`` for bytes holding exactly one record (a read of its indexed length): the
+    message of ``seq``, or None when ``rec`` is not an intact MSG record of that seq and length.
+    The per-read path of the file store, hence specialised: bytes slices, one CRC pass."""
+    size = len(rec)
+    if size < RECORD_BYTES_MIN + MSG_FIXED_BYTES:
+        return None
+    total_len, version, rtype, _r, found_seq, _hcrc, ts_ns, subject_len, hdr_len = (
+        _MSG_HEAD.unpack_from(rec)
+    )
+    hdr_start = _MSG_SUBJECT_AT + subject_len
+    data_start = hdr_start + hdr_len
+    end = size - CRC_BYTES
+    if (
+        total_len != size
+        or found_seq != seq
+        or rtype != _TYPE_MSG
+        or version != RECORD_VERSION
+        or data_start > end
+        or _crc32(rec) != _CRC_RESIDUE
+    ):
+        return None
+    subject = rec[_MSG_SUBJECT_AT:hdr_start].decode()
+    msg: StoredMsg = _new_tuple(
+        StoredMsg, (seq, subject, rec[hdr_start:data_start], rec[data_start:end], ts_ns)
+    )
+    return msg
 
 
 def remove_is_erase(rec: bytes | memoryview, offset: int) -> bool:

@@ -3,11 +3,12 @@
 Owns everything that must be identical on every replica: sequence numbers, timestamps (taken from
 the entry, never from a clock: a stored message gets max(entry ts, last ts) so time never goes
 backwards), the publish-time header checks in nats-server's exact order and wording, the dedupe
-window, discard-new and discard-old limits, rollups, deletes, purges, MaxAge expiry and config
-updates. It sits on any ``MessageStore`` (memory or file) and answers ``StreamView`` queries from
-``engine/index.py`` without scanning. Engine bookkeeping that the store cannot derive (applied
-index, last_seq across purges, last msg id, config) is persisted as the store's meta blob after
-every apply.
+window, discard-new and discard-old limits, rollups, deletes, purges, MaxAge expiry, config
+updates, per-message TTL expiry with subject delete markers (``engine/ttl.py``) and atomic batch
+commits (their checks live in ``engine/batch.py``). It sits on any ``MessageStore`` (memory or
+file) and answers ``StreamView`` queries from ``engine/index.py`` without scanning. Engine
+bookkeeping that the store cannot derive (applied index, last_seq across purges, last msg id,
+config) is persisted as the store's meta blob after every apply.
 
 Reference behaviour: nats-server v2.15 ``stream.go processJetStreamMsgWithBatch``, ``purgeLocked``,
 ``memstore.go storeRawMsg/PurgeEx/compact/UpdateConfig`` (probed against the v2.15.1 binary).
@@ -29,6 +30,7 @@ from typing import Final, NamedTuple
 from pydantic import ValidationError
 
 from engine import limits
+from engine.batch import HDR_BATCH_COMMIT, BatchResult, CheckedMsg, check_batch_commit
 from engine.digest import (
     MessageSum,
     config_hash,
@@ -37,6 +39,7 @@ from engine.digest import (
     state_digest,
 )
 from engine.entries import (
+    BatchCommitEntry,
     DeleteMsgEntry,
     Entry,
     ExpireEntry,
@@ -47,9 +50,18 @@ from engine.entries import (
 )
 from engine.index import MsgMeta, StreamIndex, is_match_all
 from engine.store import MessageStore, StoredMsg
+from engine.ttl import (
+    HDR_MSG_TTL_BYTES,
+    TtlIndex,
+    is_subject_delete_marker,
+    marker_header,
+    marker_ttl_s,
+    parse_message_ttl,
+    raise_to_marker_floor,
+)
 from protocol import errors
 from protocol.errors import ApiError
-from protocol.headers import get_header, remove_header
+from protocol.headers import append_headers, get_header, remove_header
 from protocol.models import StreamConfig
 
 # Header names nats-server interprets on publish (matched case-sensitively, first occurrence).
@@ -137,7 +149,7 @@ class _Accepted(NamedTuple):
     size_bytes: int  # accounting size of msg (limits.msg_size_bytes)
 
 
-ApplyResult = list[PubResult] | ApiError | int | list[int] | None
+ApplyResult = list[PubResult] | ApiError | int | list[int] | BatchResult | None
 
 
 class Stream:
@@ -149,6 +161,7 @@ class Stream:
         engine meta, the persisted config (with every applied update) and creation time win."""
         self._store = store
         self._index = StreamIndex()
+        self._ttl = TtlIndex(tracking=False)  # per-message TTL deadlines (engine/ttl.py)
         # Contributions of the live messages with seq <= _folded_seq (see digest.py: the rest is
         # folded in when a digest is asked for).
         self._msg_sum = MessageSum()
@@ -165,6 +178,7 @@ class Stream:
         if meta is not None:
             config = self._restore_meta(meta)
         self._set_config(config)
+        self._ttl.tracking = self._config.allow_msg_ttl
         self._rebuild_from_store(has_meta=meta is not None)
 
     # ================================================================== apply
@@ -185,6 +199,8 @@ class Stream:
             return self.apply_expire(index, entry)
         if isinstance(entry, UpdateConfigEntry):
             return self.apply_update(index, entry)
+        if isinstance(entry, BatchCommitEntry):
+            return self.apply_batch(index, entry)
         raise TypeError(f"not a log entry: {type(entry).__name__}")
 
     def apply_publish(self, index: int, entry: PublishEntry) -> list[PubResult]:
@@ -216,17 +232,11 @@ class Stream:
         return result
 
     def apply_expire(self, index: int, entry: ExpireEntry) -> list[int]:
-        """Remove every message older than max_age at the entry's time; the removed seqs."""
+        """Remove every message past max_age (unless its Nats-TTL is ``never``) or past its TTL
+        deadline at the entry's time, leaving subject delete markers; the removed seqs."""
         self._begin(index)
-        removed: list[int] = []
-        max_age_ns = self._config.max_age
-        if max_age_ns > 0:
-            cutoff_ns = entry.ts_ns - max_age_ns
-            idx = self._index
-            # TODO(ttl): skip messages whose Nats-TTL is "never" (they are exempt from max_age).
-            removed = list(takewhile(lambda s: _ts_of(idx, s) <= cutoff_ns, idx.seqs()))
-            for seq in removed:
-                self._remove(seq)
+        removed = self._expire(entry.ts_ns)
+        self._drop_uninterested()
         self._end(index)
         return removed
 
@@ -237,6 +247,51 @@ class Stream:
         self._drop_uninterested()
         self._end(index)
         return error
+
+    def apply_batch(self, index: int, entry: BatchCommitEntry) -> BatchResult:
+        """An atomic batch commit (ADR-50): every message passes ``check_batch_commit`` against
+        the stream before the batch, then all are stored with contiguous seqs; or none is."""
+        self._begin(index)
+        ts_ns = max(entry.ts_ns, self._last_ts_ns)
+        self._expire_dedupe(ts_ns)
+        checked = check_batch_commit(
+            entry.msgs, self._config, self._index, self._dedupe, self._last_seq
+        )
+        if isinstance(checked, ApiError):
+            result = BatchResult(0, 0, checked)
+        else:
+            last = len(checked) - 1
+            for position, item in enumerate(checked):
+                self._store_batch_msg(item, ts_ns, entry.eob and position == last)
+            result = BatchResult(self._last_seq, len(checked))
+        self._drop_uninterested()
+        self._end(index)
+        return result
+
+    def _store_batch_msg(self, item: CheckedMsg, ts_ns: int, add_commit: bool) -> None:
+        """Store one checked batch message as nats-server's commit does (processJetStreamMsg
+        without the consistency checks): Nats-Request-Info stripped, ``Nats-Batch-Commit: 1``
+        added to the last message of an EOB commit, a TTL raised to the marker floor, limits
+        enforced and the rollup applied."""
+        cfg, msg = self._config, item.msg
+        hdr = msg.hdr
+        if hdr and _HDR_CLIENT_INFO_BYTES in hdr:
+            hdr = remove_header(hdr, HDR_CLIENT_INFO)
+        if add_commit:
+            hdr = append_headers(hdr, [(HDR_BATCH_COMMIT, "1")])
+        if cfg.subject_delete_marker_ttl > 0 and HDR_MSG_TTL_BYTES in hdr:
+            hdr = raise_to_marker_floor(hdr, cfg) or hdr
+        size = item.size_bytes
+        if hdr is not msg.hdr:
+            msg = InboundMsg(msg.subject, hdr, msg.data)
+            size = self._msg_size(msg.subject, hdr, msg.data)
+        self._store_msg(msg, ts_ns, item.msg_id, size)
+        self._enforce_limits_after_store(msg.subject)
+        if cfg.allow_rollup_hdrs and not cfg.deny_purge:
+            if item.rollup == ROLLUP_SUBJECT:
+                self._purge_ex(msg.subject, 0, 1)
+            elif item.rollup == ROLLUP_ALL:
+                self._purge_ex("", 0, 1)
 
     def _drop_uninterested(self) -> None:
         """An interest stream keeps a message only while a consumer wants it; jetraft has no
@@ -374,6 +429,11 @@ class Stream:
             msg_id, rollup, ttl_invalid = checked
         if ttl_invalid:
             return _error(ApiError(errors.MESSAGE_TTL_INVALID))
+        if cfg.subject_delete_marker_ttl > 0 and HDR_MSG_TTL_BYTES in hdr:
+            raised = raise_to_marker_floor(hdr, cfg)
+            if raised is not None:  # the stored header (and so the size) changes
+                msg = InboundMsg(msg.subject, raised, msg.data)
+                size = self._msg_size(msg.subject, raised, msg.data)
         limit_error = self._discard_new_error(msg, rollup, size)
         if limit_error is not None:
             return _error(ApiError(errors.STREAM_STORE_FAILED, err=limit_error))
@@ -390,7 +450,8 @@ class Stream:
         ttl_invalid = False
         ttl_value = _header(hdr, HDR_MSG_TTL)
         if ttl_value:
-            # TODO(ttl): keep ttl_s for the TTL deadline index once allow_msg_ttl is implemented.
+            # A TTL that does not parse passes this check (ttl_s 0) and fails later with 10165,
+            # even on a stream without TTLs (stream.go standalone order; probed).
             ttl_s, ttl_ok = parse_message_ttl(ttl_value)
             if ttl_s != 0 and not cfg.allow_msg_ttl:
                 return _error(ApiError(errors.MESSAGE_TTL_DISABLED))
@@ -461,6 +522,8 @@ class Stream:
         subject, hdr, data = msg.subject, msg.hdr, msg.data
         self._store.append(StoredMsg(seq, subject, hdr, data, ts_ns))
         self._index.add(seq, subject, ts_ns, size, content_fingerprint(hdr, data))
+        if hdr and HDR_MSG_TTL_BYTES in hdr:
+            self._ttl.on_stored(seq, ts_ns, hdr)
         self._last_seq = seq
         self._last_ts_ns = ts_ns
         self._last_msg_id = msg_id
@@ -472,6 +535,8 @@ class Stream:
     def _index_msg(self, seq: int, subject: str, hdr: bytes, data: bytes, ts_ns: int) -> None:
         size = self._msg_size(subject, hdr, data)
         self._index.add(seq, subject, ts_ns, size, content_fingerprint(hdr, data))
+        if hdr and HDR_MSG_TTL_BYTES in hdr:
+            self._ttl.on_stored(seq, ts_ns, hdr)
 
     def _expire_dedupe(self, now_ns: int) -> None:
         """Forget msg ids stored a full duplicate window ago (stream.go purgeMsgIds)."""
@@ -515,6 +580,8 @@ class Stream:
         if not self._store.remove(seq, erase=erase):
             raise AssertionError(f"seq {seq} indexed but not in the store")
         self._unfold(seq, meta)
+        if self._ttl.tracked:
+            self._ttl.forget(seq)
         if not self._index:
             self._empty_first_seq = self._last_seq + 1
         return True
@@ -536,6 +603,66 @@ class Stream:
                 err = ERR_STORE_MSG_NOT_FOUND if seq <= self._last_seq else ERR_STORE_EOF
                 return ApiError(errors.STREAM_MSG_DELETE_FAILED, err=err)
         return ApiError(errors.SEQUENCE_NOT_FOUND, seq=seq)
+
+    # ================================================================== expiry (ADR-43)
+
+    def _expire(self, now_ns: int) -> list[int]:
+        """filestore/memstore ``expireMsgs`` as of now_ns: first the max_age walk in seq order,
+        then the TTL deadlines due, in seq order (so markers get their seqs in that order)."""
+        ttl = self._ttl
+        max_age_ns = self._config.max_age
+        due = ttl.max_age_due(self._index, now_ns - max_age_ns) if max_age_ns > 0 else []
+        removed = [seq for seq in due if self._expire_one(seq, now_ns)]
+        removed += [seq for seq in ttl.due(now_ns) if self._expire_one(seq, now_ns)]
+        return removed
+
+    def _expire_one(self, seq: int, now_ns: int) -> bool:
+        """Remove one due message; when it is the last of its subject and markers are on, the
+        marker replaces it (its ``Nats-Rollup: sub`` removes it), unless it is a marker itself.
+        False when it is already gone or its marker was refused (then it stays)."""
+        idx = self._index
+        meta = idx.get(seq)
+        if meta is None:
+            return False
+        marker_s = marker_ttl_s(self._config)
+        if marker_s > 0 and idx.subject_count(meta.subject) == 1:
+            msg = self._store.load(seq)
+            if msg is not None and not is_subject_delete_marker(msg.hdr):
+                if not self._store_marker(meta.subject, now_ns, marker_s):
+                    self._ttl.note_blocked(seq, now_ns)
+                    return False
+                return seq not in idx
+        self._remove(seq)
+        return True
+
+    def _store_marker(self, subject: str, now_ns: int, marker_s: int) -> bool:
+        """Store a subject delete marker as nats-server ingests it (like a sourced message: no
+        TTL or rollup permission checks, but sealed, size and discard-new limits apply), then
+        roll the subject up to it. False when the stream refuses it."""
+        cfg = self._config
+        msg = InboundMsg(subject, marker_header(marker_s), b"")
+        size = self._msg_size(subject, msg.hdr, msg.data)
+        if cfg.sealed or 0 <= cfg.max_msg_size < len(msg.hdr):
+            return False
+        if cfg.storage == "file" and limits.filestore_record_too_large(size):
+            return False
+        if self._discard_new_error(msg, ROLLUP_SUBJECT, size) is not None:
+            return False
+        self._store_msg(msg, max(now_ns, self._last_ts_ns), "", size)
+        self._enforce_limits_after_store(subject)
+        self._purge_ex(subject, 0, 1)
+        return True
+
+    def _track_ttls(self, tracking: bool) -> None:
+        """allow_msg_ttl changed: find the deadlines of the stored messages (memstore.go
+        ``recoverTTLState``, a scan of the store, as rare as the update) or drop them."""
+        if not tracking:
+            self._ttl.stop_tracking()
+            return
+        self._ttl = TtlIndex(tracking=True)
+        for msg in self._store.scan():
+            if msg.hdr and HDR_MSG_TTL_BYTES in msg.hdr and msg.seq in self._index:
+                self._ttl.on_stored(msg.seq, msg.ts_ns, msg.hdr)
 
     # ================================================================== purge
 
@@ -580,6 +707,7 @@ class Stream:
         if purged:
             self._store.remove_through(self._last_seq)
         self._index.clear()
+        self._ttl.clear()
         self._msg_sum.reset()
         self._empty_first_seq = self._last_seq + 1
         return purged
@@ -595,6 +723,7 @@ class Stream:
                 if meta is None:
                     raise AssertionError(f"seq {victim} vanished from the index")
                 self._unfold(victim, meta)
+                self._ttl.forget(victim)
             if victims:
                 self._store.remove_through(seq - 1)
             if not self._index:
@@ -629,6 +758,8 @@ class Stream:
             err = "stream configuration update can not change storage type"
             return ApiError(errors.STREAM_INVALID_CONFIG, err=err)
         self._set_config(new)
+        if new.allow_msg_ttl != self._ttl.tracking:
+            self._track_ttls(new.allow_msg_ttl)
         # memstore.go UpdateConfig: msgs and bytes limits (discard old only), then per subject
         # when that limit was lowered or newly set.
         self._enforce_discard_old()
@@ -687,11 +818,11 @@ class Stream:
         return self._index.subjects_state(subject_filter)
 
     def next_expiry_ns(self) -> int | None:
-        """When the oldest message passes max_age (the leader proposes an ExpireEntry then)."""
-        if self._config.max_age <= 0 or not self._index:
+        """When the next message passes max_age or its TTL deadline (the leader proposes an
+        ExpireEntry then); None when nothing will ever expire. May be in the past."""
+        if not self._index:
             return None
-        # TODO(ttl): the earliest of this and the TTL deadline index; skip "never" messages.
-        return _ts_of(self._index, self._index.first_seq) + self._config.max_age
+        return self._ttl.next_expiry_ns(self._index, self._config.max_age)
 
     def _unfold(self, seq: int, meta: MsgMeta) -> None:
         """Take a removed message out of the digest sum, if it was folded in."""
@@ -981,21 +1112,6 @@ def go_parse_duration(text: str) -> int | None:
     if neg:
         return -total
     return None if total > _INT64_SIGN - 1 else total
-
-
-def parse_message_ttl(value: str) -> tuple[int, bool]:
-    """stream.go ``parseMessageTTL``: (seconds, ok); -1 = never; (0, True) = no TTL."""
-    if _go_lower(value) == "never":
-        return -1, True
-    duration_ns = go_parse_duration(value)
-    if duration_ns is not None:
-        if duration_ns < limits.MSG_TTL_MIN_S * limits.NS_PER_S:
-            return 0, False
-        return duration_ns // limits.NS_PER_S, True
-    seconds = go_parse_int64(value)
-    if seconds < 0:
-        return 0, False
-    return seconds, True
 
 
 def _go_lower(text: str) -> str:

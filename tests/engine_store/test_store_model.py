@@ -9,7 +9,11 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.filestore import FileStore
+from engine.filestore import (
+    READ_CACHE_BYTES_MAX_DEFAULT,
+    READ_CACHE_ENTRY_OVERHEAD_BYTES,
+    FileStore,
+)
 from engine.memstore import MemoryStore
 from engine.store import MessageStore, StoredMsg
 
@@ -27,9 +31,12 @@ OPS = st.lists(
         st.tuples(st.just("set_meta"), st.integers(0, 1000)),
         st.tuples(st.just("flush"), st.just(0)),
         st.tuples(st.just("reopen"), st.just(0)),
+        st.tuples(st.just("load"), st.integers(0, 60)),  # fills the read cache from disk
     ),
     max_size=60,
 )
+# Read cache budgets for the file store: none, about two small messages, a dozen, the default.
+CACHE_BUDGETS_BYTES = [0, 700, 4096, READ_CACHE_BYTES_MAX_DEFAULT]
 
 
 def sparse_victims(start_seq: int) -> list[int]:
@@ -81,9 +88,13 @@ def run_against_model(ops: list[Op], opener: Opener) -> None:
                 store.set_meta(meta)
             elif name == "flush":
                 store.flush()
+            elif name == "load":
+                assert store.load(value) == model.get(value)
             else:
                 store = opener.reopen(store)
             assert store.load(last_seq) == model.get(last_seq)
+            if isinstance(store, FileStore):
+                check_read_cache(store, model, opener.read_cache_bytes_max)
         assert list(store.scan()) == [model[s] for s in sorted(model)]
         assert all(store.load(s) == model.get(s) for s in range(last_seq + 2))
         assert store.get_meta() == meta
@@ -96,15 +107,36 @@ def run_against_model(ops: list[Op], opener: Opener) -> None:
         store.close()
 
 
+def check_read_cache(store: FileStore, model: dict[int, StoredMsg], budget_bytes: int) -> None:
+    """The cache holds only live messages, each exactly as appended, within its byte budget."""
+    cached = store.cached_seqs()
+    assert set(cached) <= set(model), sorted(set(cached) - set(model))
+    costs = [
+        len(m.subject) + len(m.hdr) + len(m.data) + READ_CACHE_ENTRY_OVERHEAD_BYTES
+        for m in (model[s] for s in cached)
+    ]
+    assert store.read_cache_bytes() == sum(costs) <= budget_bytes
+
+
 class Opener:
-    def __init__(self, directory: Path | None, segment_bytes_max: int = 0) -> None:
+    def __init__(
+        self,
+        directory: Path | None,
+        segment_bytes_max: int = 0,
+        read_cache_bytes_max: int = READ_CACHE_BYTES_MAX_DEFAULT,
+    ) -> None:
         self.directory = directory
         self.segment_bytes_max = segment_bytes_max
+        self.read_cache_bytes_max = read_cache_bytes_max
 
     def open(self) -> MessageStore:
         if self.directory is None:
             return MemoryStore()
-        return FileStore(self.directory, segment_bytes_max=self.segment_bytes_max)
+        return FileStore(
+            self.directory,
+            segment_bytes_max=self.segment_bytes_max,
+            read_cache_bytes_max=self.read_cache_bytes_max,
+        )
 
     def reopen(self, store: MessageStore) -> MessageStore:
         if self.directory is None:
@@ -120,10 +152,16 @@ def test_memory_store_matches_model(ops: list[Op]) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(ops=OPS, segment_bytes_max=st.sampled_from([64, 300, 600, 1 << 20]))
-def test_file_store_matches_model(ops: list[Op], segment_bytes_max: int) -> None:
+@given(
+    ops=OPS,
+    segment_bytes_max=st.sampled_from([64, 300, 600, 1 << 20]),
+    cache_bytes_max=st.sampled_from(CACHE_BUDGETS_BYTES),
+)
+def test_file_store_matches_model(
+    ops: list[Op], segment_bytes_max: int, cache_bytes_max: int
+) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        run_against_model(ops, Opener(Path(tmp) / "s", segment_bytes_max))
+        run_against_model(ops, Opener(Path(tmp) / "s", segment_bytes_max, cache_bytes_max))
 
 
 CRASH_OPS = st.lists(
