@@ -15,6 +15,7 @@ from typing import Any
 from cluster.batching import BatchConfigError, batch_limits_from_config
 from cluster.config_file import ConfigError, parse_config
 from cluster.server import Server, ServerOptions
+from protocol.timefmt import parse_go_duration
 
 
 def _server_parser(sub: Any) -> None:
@@ -27,6 +28,16 @@ def _server_parser(sub: Any) -> None:
     p.add_argument("-m", "--http_port", type=int, help="monitoring HTTP port")
     p.add_argument("-js", "--jetstream", action="store_true", help="accepted; always on")
     p.add_argument("-D", "--debug", action="store_true", help="debug logging")
+
+
+def _seconds(value: object) -> float:
+    """nats-server takes an integer (seconds) or a Go duration string."""
+    if isinstance(value, int):
+        return float(value)
+    try:
+        return parse_go_duration(str(value)) / 1e9
+    except ValueError as exc:
+        raise SystemExit(f"jetraft: invalid duration {value!r}: {exc}") from exc
 
 
 def options_from(args: argparse.Namespace) -> ServerOptions:
@@ -52,6 +63,10 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
     )
     if "max_payload" in conf:
         opts.max_payload = int(conf["max_payload"])
+    if "ping_interval" in conf:
+        opts.ping_interval_s = _seconds(conf["ping_interval"])
+    if "ping_max" in conf:
+        opts.ping_max = int(conf["ping_max"])
     try:
         batch_limits = batch_limits_from_config(conf)
     except BatchConfigError as exc:

@@ -23,10 +23,25 @@ if TYPE_CHECKING:
 log = logging.getLogger("jetraft.client")
 
 PENDING_BYTES_MAX = 64 * 1024 * 1024  # nats-server MAX_PENDING_SIZE
+FIRST_PING_INTERVAL_S = 2.0  # nats-server firstClientPingInterval
+PING_INTERVAL_S = 120.0  # nats-server DEFAULT_PING_INTERVAL
+PINGS_OUTSTANDING_MAX = 2  # nats-server DEFAULT_PING_MAX_OUT
+ERR_STALE_CONNECTION = "Stale Connection"
 
 
 class ClientConnection(asyncio.Protocol):
-    def __init__(self, router: Router, info: dict[str, Any], max_payload: int, cid: int) -> None:
+    def __init__(
+        self,
+        router: Router,
+        info: dict[str, Any],
+        max_payload: int,
+        cid: int,
+        *,
+        ping_interval_s: float = PING_INTERVAL_S,
+        pings_outstanding_max: int = PINGS_OUTSTANDING_MAX,
+    ) -> None:
+        self.ping_interval_s = ping_interval_s
+        self.pings_outstanding_max = pings_outstanding_max
         self.router = router
         self.cid = cid
         self.session = ps.ClientSession(info, max_payload)
@@ -40,12 +55,29 @@ class ClientConnection(asyncio.Protocol):
         self._flush_scheduled = False
         self._closed = False
         self.on_close: list[Any] = []
+        self._pings_sent = 0
+        self._ping_timer: asyncio.TimerHandle | None = None
 
     # --- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it
         self.transport = cast(asyncio.Transport, transport)
         self.send_raw(self.session.initial_bytes())
+        self._ping_timer = asyncio.get_running_loop().call_later(FIRST_PING_INTERVAL_S, self._ping)
+
+    def _ping(self) -> None:
+        """Probe the client as nats-server does; one that stops answering is cut off, so a
+        vanished peer's subscriptions do not linger."""
+        if self._closed:
+            return
+        if self._pings_sent - self.session.pongs_received >= self.pings_outstanding_max:
+            log.info("stale connection cid=%d name=%r: closing", self.cid, self.name)
+            self.send_raw(ps.encode_err(ERR_STALE_CONNECTION))
+            self.close()
+            return
+        self._pings_sent += 1
+        self.send_raw(ps.PING)
+        self._ping_timer = asyncio.get_running_loop().call_later(self.ping_interval_s, self._ping)
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
@@ -138,6 +170,9 @@ class ClientConnection(asyncio.Protocol):
 
     def _teardown(self) -> None:
         self._closed = True
+        if self._ping_timer is not None:
+            self._ping_timer.cancel()
+            self._ping_timer = None
         for sub in list(self.subs.values()):
             self.router.remove(sub)
         self.subs.clear()

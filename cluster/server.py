@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster.client_conn import ClientConnection
+from cluster.client_conn import PING_INTERVAL_S, PINGS_OUTSTANDING_MAX, ClientConnection
 from cluster.jetstream import JetStream
 from cluster.monitor import MonitorServer
 from cluster.router import Router
@@ -43,6 +43,8 @@ class ServerOptions:
     store_dir: Path = field(default_factory=lambda: Path("./data"))
     http_port: int = 0
     max_payload: int = MAX_PAYLOAD_BYTES
+    ping_interval_s: float = PING_INTERVAL_S
+    ping_max: int = PINGS_OUTSTANDING_MAX
     # jetstream { limits { batch { ... } } }: atomic batch publish limits (ADR-50)
     batch_limits: BatchLimits = field(default_factory=BatchLimits)
 
@@ -158,7 +160,15 @@ class _PeerAwareConnection(ClientConnection):
 
     def __init__(self, server: Server, cid: int) -> None:
         self._server = server
-        super().__init__(server.router, server.info(cid, None), server.opts.max_payload, cid)
+        opts = server.opts
+        super().__init__(
+            server.router,
+            server.info(cid, None),
+            opts.max_payload,
+            cid,
+            ping_interval_s=opts.ping_interval_s,
+            pings_outstanding_max=opts.ping_max,
+        )
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         peer = transport.get_extra_info("peername")
