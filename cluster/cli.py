@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import sys
 from pathlib import Path
@@ -28,6 +29,9 @@ def _server_parser(sub: Any) -> None:
     p.add_argument("-m", "--http_port", type=int, help="monitoring HTTP port")
     p.add_argument("-js", "--jetstream", action="store_true", help="accepted; always on")
     p.add_argument("-D", "--debug", action="store_true", help="debug logging")
+
+
+GC_THRESHOLDS = (50_000, 20, 20)  # CPython defaults (700, 10, 10) collect ~70x as often
 
 
 def _seconds(value: object) -> float:
@@ -79,6 +83,10 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
 async def _serve(opts: ServerOptions) -> None:
     server = Server(opts)
     await server.start()
+    # everything loaded so far (indexes of reopened streams) lives as long as the process: keep
+    # the cyclic collector from rescanning it, and let it run less often on the publish path
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
     print(f"jetraft: client URL nats://{opts.host}:{server.port}", flush=True)
     await server.serve_until_stopped()
 
