@@ -15,10 +15,11 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, cast
 
+from cluster.router import Subscription
 from protocol import session as ps
 
 if TYPE_CHECKING:
-    from cluster.router import Router, Subscription
+    from cluster.router import Router
 
 log = logging.getLogger("jetraft.client")
 
@@ -93,9 +94,7 @@ class ClientConnection(asyncio.Protocol):
 
     # --- actions ------------------------------------------------------------------------
     def _act(self, action: object) -> None:
-        from cluster.router import Subscription
-
-        if isinstance(action, ps.Publish):
+        if type(action) is ps.Publish:
             self.router.publish(action.subject, action.reply, action.hdr, action.payload, self)
         elif isinstance(action, ps.Send):
             self.send_raw(action.data)

@@ -34,6 +34,7 @@ from engine.index import StreamIndex
 from engine.ttl import parse_message_ttl
 from protocol import errors
 from protocol.errors import ApiError
+from protocol.goconv import INT64_MAX, INT64_MIN, go_lower, parse_int64_as_uint64
 from protocol.gojson import go_quote
 from protocol.headers import get_header, remove_header
 from protocol.models import StreamConfig
@@ -92,9 +93,6 @@ ROLLUP_SUBJECT: Final = "sub"
 ROLLUP_ALL: Final = "all"
 
 _UINT64_MAX: Final = (1 << 64) - 1
-_INT64_MASK: Final = (1 << 64) - 1
-_INT64_MIN: Final = -(1 << 63)
-_INT64_MAX: Final = (1 << 63) - 1
 _GO_ATOI: Final = re.compile(r"[+-]?[0-9]+")
 
 
@@ -352,7 +350,7 @@ def api_level_supported(value: str) -> bool:
     if not value.isascii() or _GO_ATOI.fullmatch(value) is None:
         return False
     level = int(value)
-    return _INT64_MIN <= level <= _INT64_MAX and level <= JS_API_LEVEL
+    return INT64_MIN <= level <= INT64_MAX and level <= JS_API_LEVEL
 
 
 def _byte_len(text: str) -> int:
@@ -482,7 +480,7 @@ def _check_headers(
     if error is not None:
         return error
     rollup_value = get_header(hdr, _HDR_ROLLUP)
-    rollup = _go_lower(rollup_value) if rollup_value else ""
+    rollup = go_lower(rollup_value) if rollup_value else ""
     if rollup:
         error = _check_rollup(msg.subject, rollup, config, running)
         if error is not None:
@@ -499,14 +497,14 @@ def _check_expected_seqs(
     hdr = msg.hdr
     last_seq_value = get_header(hdr, _HDR_EXPECTED_LAST_SEQ)
     if last_seq_value:
-        if _go_uint64(last_seq_value) != running_seq:
+        if parse_int64_as_uint64(last_seq_value) != running_seq:
             return ApiError(errors.STREAM_WRONG_LAST_SEQUENCE, seq=running_seq)
         if running.subject_ops:
             return ApiError(errors.STREAM_WRONG_LAST_SEQUENCE_CONSTANT)
     subj_seq_value = get_header(hdr, _HDR_EXPECTED_LAST_SUBJ_SEQ)
     override = get_header(hdr, _HDR_EXPECTED_LAST_SUBJ_SEQ_SUBJ)
     if subj_seq_value:
-        expected = _go_uint64(subj_seq_value)
+        expected = parse_int64_as_uint64(subj_seq_value)
         seq_subject = override or msg.subject
         if seq_subject in running.subject_ops:
             return ApiError(errors.STREAM_WRONG_LAST_SEQUENCE_CONSTANT)
@@ -556,17 +554,3 @@ def _discard_new_error(
             if index.subject_count(msg.subject) + in_batch > per_subject_max:
                 return _ERR_MAX_MSGS_PER_SUBJECT
     return None
-
-
-def _go_uint64(text: str) -> int:
-    """``uint64(parseInt64(v))``: digits only, else -1 (as uint64, so it never matches)."""
-    if not text.isascii() or not text.isdigit():
-        return _INT64_MASK
-    return int(text) & _INT64_MASK
-
-
-def _go_lower(text: str) -> str:
-    """Go ``strings.ToLower`` (invalid UTF-8 bytes, surrogate-escaped here, become U+FFFD)."""
-    if text.isascii():
-        return text.lower()
-    return "".join("\ufffd" if "\udc80" <= ch <= "\udcff" else ch for ch in text).lower()

@@ -25,7 +25,9 @@ error, split a value stream, or accept nesting deeper than Python's recursion li
 10000). ``protocol.gojson`` implements the same Go rules for pydantic API models; this request
 gets its own decoder because it is on the Direct Get / KV-get hot path (about 1 us for a plain
 body, against 9 us through a pydantic model) and because Direct Get needs ``json.Unmarshal``'s
-single-value rule, which the stream decoder does not have.
+single-value rule, which the stream decoder does not have. The pieces that are the same Go rule
+are shared, not copied: the decoded-value model, kind names and quoting come from
+``protocol.gojson``, ``time.Parse`` from ``protocol.timefmt``.
 
 Must never: look at a stream, or raise anything but :class:`GetRequestError` on client input.
 """
@@ -33,10 +35,21 @@ Must never: look at a stream, or raise anything but :class:`GetRequestError` on 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, cast
+
+from protocol.goconv import wrap_int64
+from protocol.gojson import (
+    VALUE_DECODER,
+    JsonNumber,
+    JsonObject,
+    clean_string,
+    go_quote,
+    json_kind,
+    quote_char_at,
+)
+from protocol.timefmt import parse_rfc3339_unix_ns
 
 GO_STRUCT_NAME: Final = "JSApiMsgGetRequest"
 GO_VALUE_TYPE: Final = "server.JSApiMsgGetRequest"
@@ -44,8 +57,6 @@ GO_JSON_DEPTH_MAX: Final = 10000
 UINT64_MAX: Final = (1 << 64) - 1
 INT64_MIN: Final = -(1 << 63)
 INT64_MAX: Final = (1 << 63) - 1
-NS_PER_S: Final = 1_000_000_000
-RFC3339_LAYOUT: Final = "2006-01-02T15:04:05Z07:00"
 UNEXPECTED_EOF: Final = "unexpected EOF"
 
 
@@ -69,273 +80,21 @@ class MsgGetRequest:
     no_hdr: bool = False
 
 
-# ---- values as the fast decoder produces them ---------------------------------------------------
-
-
-class _Obj(list[tuple[str, object]]):
-    """A JSON object, kept as its ordered (key, value) pairs (duplicates included)."""
-
-    __slots__ = ()
-
-
-class _Num(str):
-    """A JSON number, kept as its literal text (Go's error messages quote it)."""
-
-    __slots__ = ()
-
-
-def _reject_constant(text: str) -> object:
-    raise ValueError(f"invalid literal {text}")
-
-
-_DECODER: Final = json.JSONDecoder(
-    object_pairs_hook=_Obj, parse_int=_Num, parse_float=_Num, parse_constant=_reject_constant
-)
-_SURROGATES: Final = re.compile("[\ud800-\udfff]")
-
-
-def _kind(value: object) -> str:
-    """Go's name for the JSON kind in ``cannot unmarshal <kind> into ...``."""
-    if isinstance(value, _Obj):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, _Num):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "null"
-
-
-def _fix_string(text: str) -> str:
-    """Go turns each unpaired surrogate escape into U+FFFD."""
-    if text.isascii():
-        return text
-    return _SURROGATES.sub("\ufffd", text)
-
-
-# ---- Go text quoting ----------------------------------------------------------------------------
-
-_GO_ESCAPES: Final = {
-    "\a": "\\a",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "\v": "\\v",
-    "\\": "\\\\",
-    '"': '\\"',
-}
-
-
-def _go_quote_rune(ch: str) -> str:
-    """One rune as inside Go's ``strconv.Quote``."""
-    esc = _GO_ESCAPES.get(ch)
-    if esc is not None:
-        return esc
-    if ch.isprintable():
-        return ch
-    code = ord(ch)
-    if code < 0x80:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
-
-
-def go_quote(text: str) -> str:
-    """Go's ``strconv.Quote`` (used by ``%q``), for already-valid text."""
-    return '"' + "".join(_go_quote_rune(ch) for ch in text) + '"'
-
-
-def _time_quote(raw: bytes) -> str:
-    """The ``time`` package's own ``quote``: non-ASCII and control bytes become ``\\xNN``."""
-    out = ['"']
-    for b in raw:
-        if b >= 0x80 or b < 0x20:
-            out.append(f"\\x{b:02x}")
-        else:
-            ch = chr(b)
-            if ch in '"\\':
-                out.append("\\")
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-# ---- Go time.Parse(time.RFC3339, s), loose as encoding/json v1 uses it --------------------------
-
-_DIGITS: Final = frozenset(b"0123456789")
-
-
-def _is_digit(value: bytes, i: int) -> bool:
-    return i < len(value) and value[i] in _DIGITS
-
-
-def _getnum(value: bytes, fixed: bool) -> tuple[int, bytes, bool]:
-    if not _is_digit(value, 0):
-        return 0, value, False
-    if not _is_digit(value, 1):
-        if fixed:
-            return 0, value, False
-        return value[0] - 48, value[1:], True
-    return (value[0] - 48) * 10 + value[1] - 48, value[2:], True
-
-
-def _days_in(month: int, year: int) -> int:
-    if month == 2:
-        leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
-        return 29 if leap else 28
-    return 30 if month in (4, 6, 9, 11) else 31
-
-
-def _days_from_civil(y: int, m: int, d: int) -> int:
-    """Days since 1970-01-01 (proleptic Gregorian; H. Hinnant's algorithm)."""
-    y -= m <= 2
-    era = y // 400
-    yoe = y - era * 400
-    mp = m - 3 if m > 2 else m + 9
-    doy = (153 * mp + 2) // 5 + d - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146_097 + doe - 719_468
-
-
-def _wrap_int64(value: int) -> int:
-    return ((value - INT64_MIN) % (1 << 64)) + INT64_MIN
-
-
-class _TimeParseError(Exception):
-    pass
-
-
-def _time_error(full: bytes, layout_elem: str, value_elem: bytes, message: str) -> _TimeParseError:
-    if message:
-        return _TimeParseError(f"parsing time {_time_quote(full)}{message}")
-    return _TimeParseError(
-        f"parsing time {_time_quote(full)} as {_time_quote(RFC3339_LAYOUT.encode())}: "
-        f"cannot parse {_time_quote(value_elem)} as {_time_quote(layout_elem.encode())}"
-    )
-
-
-def _skip(value: bytes, prefix: bytes) -> tuple[bytes, bool]:
-    for ch in prefix:
-        if not value or value[0] != ch:
-            return value, False
-        value = value[1:]
-    return value, True
-
-
-def _parse_fraction(value: bytes) -> tuple[int, bytes]:
-    """A ``.ddd`` / ``,ddd`` fraction after the seconds (Go keeps at most 9 digits)."""
-    n = 2
-    while _is_digit(value, n):
-        n += 1
-    digits = value[1:n][:9]
-    return int(digits.ljust(9, b"0")), value[n:]
-
-
 def go_parse_rfc3339(text: str) -> int:
-    """``time.Parse(time.RFC3339, text).UnixNano()`` with Go's errors; raises GetRequestError."""
+    """``time.Parse(time.RFC3339, text).UnixNano()`` (Go's int64 wrap-around included, so year
+    2999 is before 1970) with Go's errors; raises GetRequestError."""
     try:
-        return _go_parse_rfc3339(text.encode("utf-8", "surrogatepass"))
-    except _TimeParseError as err:
+        return wrap_int64(parse_rfc3339_unix_ns(text))
+    except ValueError as err:
         raise GetRequestError(str(err)) from None
-
-
-# RFC3339's layout as Go's parser walks it: (literal prefix, std chunk) pairs.
-_RFC3339_CHUNKS: Final = (
-    (b"", "2006"),
-    (b"-", "01"),
-    (b"-", "02"),
-    (b"T", "15"),
-    (b":", "04"),
-    (b":", "05"),
-    (b"", "Z07:00"),
-)
-# std chunk -> (digits fixed at two, range name, max); the year is handled on its own
-_NUM_CHUNKS: Final = {
-    "01": (True, "month", 12),
-    "02": (True, "", 31),  # the day is checked against its month at the end
-    "15": (False, "hour", 23),
-    "04": (True, "minute", 59),
-    "05": (True, "second", 59),
-}
-
-
-def _parse_num_chunk(full: bytes, std: str, value: bytes) -> tuple[int, bytes]:
-    if std == "2006":
-        if len(value) < 4 or not value[:4].isdigit():
-            raise _time_error(full, std, value, "")
-        return int(value[:4]), value[4:]
-    fixed, range_name, max_value = _NUM_CHUNKS[std]
-    num, rest, ok = _getnum(value, fixed)
-    if not ok:
-        raise _time_error(full, std, value, "")
-    low = 1 if std == "01" else 0
-    if range_name and not low <= num <= max_value:
-        raise _time_error(full, std, rest, f": {range_name} out of range")
-    return num, rest
-
-
-def _parse_zone(full: bytes, value: bytes) -> tuple[int, bytes]:
-    """``Z07:00``: ``Z`` or ``±hh:mm`` (Go accepts up to 24 hours and 60 minutes)."""
-    if value[:1] == b"Z":
-        return 0, value[1:]
-    if len(value) < 6 or value[3] != 0x3A:  # ':'
-        raise _time_error(full, "Z07:00", value, "")
-    sign, rest = value[0], value[6:]
-    hr, _, ok = _getnum(value[1:3], True)
-    mm, ok_m = 0, False
-    if ok:
-        mm, _, ok_m = _getnum(value[4:6], True)
-    range_err = ""
-    if hr > 24:
-        range_err = ": time zone offset hour out of range"
-    if mm > 60:
-        range_err = ": time zone offset minute out of range"
-    if range_err:
-        raise _time_error(full, "Z07:00", rest, range_err)
-    if not ok_m or sign not in b"+-":
-        raise _time_error(full, "Z07:00", value, "")
-    offset_s = (hr * 60 + mm) * 60
-    return (-offset_s if sign == 0x2D else offset_s), rest
-
-
-def _go_parse_rfc3339(full: bytes) -> int:
-    value = full
-    nums: list[int] = []
-    nsec = 0
-    offset_s = 0
-    for prefix, std in _RFC3339_CHUNKS:
-        value, ok = _skip(value, prefix)
-        if not ok:
-            raise _time_error(full, prefix.decode(), value, "")
-        if std == "Z07:00":
-            offset_s, value = _parse_zone(full, value)
-            continue
-        num, value = _parse_num_chunk(full, std, value)
-        nums.append(num)
-        if std == "05" and len(value) >= 2 and value[0] in b".," and _is_digit(value, 1):
-            nsec, value = _parse_fraction(value)
-    if value:
-        raise _time_error(full, "", value, f": extra text: {_time_quote(value)}")
-    year, month, day, hour, minute, second = nums
-    if not 1 <= day <= _days_in(month, year):
-        raise _time_error(full, "", value, ": day out of range")
-    days = _days_from_civil(year, month, day)
-    unix_s = days * 86_400 + hour * 3600 + minute * 60 + second - offset_s
-    return _wrap_int64(unix_s * NS_PER_S + nsec)
 
 
 # ---- applying decoded members to the request ----------------------------------------------------
 
 
 def _type_error(value: object, name: str) -> GetRequestError:
-    kind = _kind(value)
-    if isinstance(value, _Num) and _FIELD_SPECS[name][1] in ("uint64", "int"):
+    kind = json_kind(value)
+    if isinstance(value, JsonNumber) and _FIELD_SPECS[name][1] in ("uint64", "int"):
         kind = f"number {value}"  # Go names the literal only when the target is numeric
     return GetRequestError(
         f"json: cannot unmarshal {kind} into Go struct field {GO_STRUCT_NAME}.{name} "
@@ -344,13 +103,17 @@ def _type_error(value: object, name: str) -> GetRequestError:
 
 
 def _to_uint64(value: object, name: str) -> int:
-    if type(value) is _Num and value.isdigit() and (len(value) < 20 or int(value) <= UINT64_MAX):
+    if (
+        type(value) is JsonNumber
+        and value.isdigit()
+        and (len(value) < 20 or int(value) <= UINT64_MAX)
+    ):
         return int(value)
     raise _type_error(value, name)
 
 
 def _to_int(value: object, name: str) -> int:
-    if type(value) is _Num:
+    if type(value) is JsonNumber:
         digits = value[1:] if value[:1] == "-" else value
         if digits.isdigit() and (len(digits) < 19 or INT64_MIN <= int(value) <= INT64_MAX):
             return int(value)
@@ -359,7 +122,7 @@ def _to_int(value: object, name: str) -> int:
 
 def _to_string(value: object, name: str) -> str:
     if type(value) is str:
-        return _fix_string(value)
+        return clean_string(value)
     raise _type_error(value, name)
 
 
@@ -371,7 +134,7 @@ def _to_bool(value: object, name: str) -> bool:
 
 def _to_time_ns(value: object, name: str) -> int:
     if type(value) is str:
-        return go_parse_rfc3339(_fix_string(value))
+        return go_parse_rfc3339(clean_string(value))
     raise _type_error(value, name)
 
 
@@ -383,10 +146,10 @@ def _to_string_list(value: object, name: str) -> list[str]:
         if item is None:
             out.append("")
         elif type(item) is str:
-            out.append(_fix_string(item))
+            out.append(clean_string(item))
         else:
             raise GetRequestError(
-                f"json: cannot unmarshal {_kind(item)} into {GO_STRUCT_NAME}.{name}.{index} "
+                f"json: cannot unmarshal {json_kind(item)} into {GO_STRUCT_NAME}.{name}.{index} "
                 "of type string"
             )
     return out
@@ -421,7 +184,7 @@ def _apply_member(req: MsgGetRequest, key: str, value: object, strict: bool) -> 
     name = _field_for(key)
     if name is None:
         if strict:
-            raise GetRequestError(f"json: unknown field {go_quote(_fix_string(key))}")
+            raise GetRequestError(f"json: unknown field {go_quote(clean_string(key))}")
         return
     attr, _, convert, null_clears = _FIELD_SPECS[name]
     if value is None:
@@ -434,9 +197,9 @@ def _apply_member(req: MsgGetRequest, key: str, value: object, strict: bool) -> 
 def _apply_top(req: MsgGetRequest, value: object, strict: bool) -> None:
     if value is None:
         return
-    if not isinstance(value, _Obj):
+    if not isinstance(value, JsonObject):
         raise GetRequestError(
-            f"json: cannot unmarshal {_kind(value)} into Go value of type {GO_VALUE_TYPE}"
+            f"json: cannot unmarshal {json_kind(value)} into Go value of type {GO_VALUE_TYPE}"
         )
     for key, member in value:
         _apply_member(req, key, member, strict)
@@ -445,6 +208,7 @@ def _apply_top(req: MsgGetRequest, value: object, strict: bool) -> None:
 # ---- the Go scanner (slow path) -----------------------------------------------------------------
 
 _WS: Final = frozenset(b" \t\r\n")
+_DIGITS: Final = frozenset(b"0123456789")
 _LITERALS: Final = {0x74: b"true", 0x66: b"false", 0x6E: b"null"}  # t f n
 
 
@@ -452,29 +216,8 @@ class _Syntax(Exception):
     """A Go syntax error (already worded) or ``unexpected EOF``."""
 
 
-def _char_at(data: bytes, i: int) -> tuple[str, int]:
-    """Go's quoting of the character at ``i`` for an error message, and its byte length."""
-    b = data[i]
-    if b < 0x80:
-        ch = chr(b)
-        width = 1
-    else:
-        width = 2 if b >= 0xC0 else 1
-        width = 3 if b >= 0xE0 else width
-        width = 4 if b >= 0xF0 else width
-        try:
-            ch = data[i : i + width].decode("utf-8")
-        except UnicodeDecodeError:
-            return f"'\\x{b:02x}'", 1
-    if ch == "'":
-        return "'\\''", 1
-    if ch == '"':
-        return "'\"'", 1
-    return f"'{_go_quote_rune(ch)}'", width
-
-
 def _invalid(data: bytes, i: int, context: str) -> _Syntax:
-    quoted, width = _char_at(data, i)
+    quoted, width = quote_char_at(data, i)
     return _Syntax(f"invalid character {quoted} {context} at offset {i + width}")
 
 
@@ -506,7 +249,7 @@ def _scan_string(data: bytes, i: int) -> int:
                     continue
                 text = seq.decode("utf-8", "replace")
                 raise _Syntax(f"invalid escape sequence `{text}` in string at offset {i + 6}")
-            _, width = _char_at(data, i + 1)
+            _, width = quote_char_at(data, i + 1)
             text = data[i : i + 1 + width].decode("utf-8", "replace")
             raise _Syntax(f"invalid escape sequence `{text}` in string at offset {i + 1 + width}")
         i += 1
@@ -691,14 +434,14 @@ def _scan_value(data: bytes, pos: int) -> _Value | None:
 def _decode_span(data: bytes, start: int, end: int) -> object:
     text = data[start:end].decode("utf-8", "replace")
     try:
-        return _DECODER.decode(text)
+        return VALUE_DECODER.decode(text)
     except RecursionError:
         # Deeper than Python allows but within Go's limit. Only its kind (and, for a list, the
         # kind of its first element) can matter: a deep value is always a type error.
         if data[start] == 0x7B:
-            return _Obj()
+            return JsonObject()
         first = data[_skip_ws(data, start + 1)]
-        return [_Obj()] if first == 0x7B else [[]]
+        return [JsonObject()] if first == 0x7B else [[]]
 
 
 def _apply_scanned(req: MsgGetRequest, data: bytes, value: _Value, strict: bool) -> None:
@@ -707,7 +450,7 @@ def _apply_scanned(req: MsgGetRequest, data: bytes, value: _Value, strict: bool)
         _apply_top(req, _decode_span(data, value.start, value.end), strict)
         return
     for ks, ke, vs, ve in value.members:
-        key = _DECODER.decode(data[ks:ke].decode("utf-8", "replace"))
+        key = VALUE_DECODER.decode(data[ks:ke].decode("utf-8", "replace"))
         assert isinstance(key, str)
         name = _field_for(key)
         if name is None and not strict:
@@ -759,7 +502,7 @@ def _plain_value(key: str, value: object) -> object:
             return value
     elif key in _STRING_FIELDS:
         if type(value) is str:
-            return _fix_string(value)
+            return clean_string(value)
     elif key in _INT_FIELDS:
         if type(value) is int and INT64_MIN <= value <= INT64_MAX:
             return value
@@ -769,12 +512,12 @@ def _plain_value(key: str, value: object) -> object:
     elif key in _TIME_FIELDS:
         if type(value) is str:
             try:
-                return go_parse_rfc3339(_fix_string(value))
+                return go_parse_rfc3339(clean_string(value))
             except GetRequestError:
                 return _NOT_PLAIN
     elif key == "multi_last" and type(value) is list:
         if all(type(item) is str for item in value):
-            return [_fix_string(item) for item in value]
+            return [clean_string(item) for item in value]
     return _NOT_PLAIN
 
 
@@ -816,7 +559,7 @@ def decode_get_request(payload: bytes, *, strict: bool) -> MsgGetRequest:
         if plain is not None:
             return plain
     try:
-        value = _DECODER.decode(text)
+        value = VALUE_DECODER.decode(text)
     except ValueError as err:
         if not strict:
             # json.Unmarshal fails on exactly what Python's json fails on (NaN and friends

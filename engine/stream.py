@@ -61,6 +61,8 @@ from engine.ttl import (
 )
 from protocol import errors
 from protocol.errors import ApiError
+from protocol.goconv import go_lower, parse_int64_as_uint64
+from protocol.gojson import go_quote
 from protocol.headers import append_headers, get_header, remove_header
 from protocol.models import StreamConfig
 
@@ -474,9 +476,9 @@ class Stream:
         if rollup_value:
             if not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
                 return _error(ApiError(errors.STREAM_ROLLUP_FAILED, err="rollup not permitted"))
-            rollup = _go_lower(rollup_value)
+            rollup = go_lower(rollup_value)
             if rollup not in (ROLLUP_SUBJECT, ROLLUP_ALL):
-                err = f"rollup value invalid: {_go_quote(rollup)}"
+                err = f"rollup value invalid: {go_quote(rollup)}"
                 return _error(ApiError(errors.STREAM_ROLLUP_FAILED, err=err))
         return msg_id, rollup, ttl_invalid
 
@@ -486,12 +488,12 @@ class Stream:
         subj_override = _header(hdr, HDR_EXPECTED_LAST_SUBJ_SEQ_SUBJ)
         if subj_seq:
             found = self._index.last_seq(subj_override or msg.subject) or 0
-            if found != _go_uint64(subj_seq):
+            if found != parse_int64_as_uint64(subj_seq):
                 return ApiError(errors.STREAM_WRONG_LAST_SEQUENCE, seq=found)
         elif subj_override:
             return ApiError(errors.STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_NOT_READY)
         last_seq = _header(hdr, HDR_EXPECTED_LAST_SEQ)
-        if last_seq and _go_uint64(last_seq) != self._last_seq:
+        if last_seq and parse_int64_as_uint64(last_seq) != self._last_seq:
             return ApiError(errors.STREAM_WRONG_LAST_SEQUENCE, seq=self._last_seq)
         return None
 
@@ -1015,142 +1017,3 @@ def _utf8_len(text: str) -> int:
         return len(text.encode("utf-8", "surrogateescape"))
     except UnicodeEncodeError:
         return len(text.encode("utf-8", "surrogatepass"))
-
-
-# Go-compatible parsing of header values, so that edge cases answer as nats-server does.
-
-_INT64_MASK: Final = (1 << 64) - 1
-_INT64_SIGN: Final = 1 << 63
-
-
-def go_parse_int64(text: str) -> int:
-    """util.go ``parseInt64``: decimal digits only, -1 on anything else; overflow wraps."""
-    if not text or not text.isascii() or not text.isdigit():
-        return -1
-    value = int(text) & _INT64_MASK
-    return value - (1 << 64) if value & _INT64_SIGN else value
-
-
-def _go_uint64(text: str) -> int:
-    """``uint64(parseInt64(v))``: how expected-sequence headers are read (garbage never matches)."""
-    return go_parse_int64(text) & _INT64_MASK
-
-
-_GO_DURATION_UNITS_NS: Final = {
-    "ns": 1,
-    "us": 1_000,
-    "\u00b5s": 1_000,  # micro sign
-    "\u03bcs": 1_000,  # Greek mu
-    "ms": 1_000_000,
-    "s": 1_000_000_000,
-    "m": 60_000_000_000,
-    "h": 3_600_000_000_000,
-}
-
-
-def _is_digit(ch: str) -> bool:
-    return "0" <= ch <= "9"
-
-
-def go_parse_duration(text: str) -> int | None:
-    """Go ``time.ParseDuration`` in ns, or None where Go returns an error."""
-    s = text
-    neg = False
-    if s and s[0] in "+-":
-        neg = s[0] == "-"
-        s = s[1:]
-    if s == "0":
-        return 0
-    if not s:
-        return None
-    total, i, n = 0, 0, len(s)
-    while i < n:
-        if not (s[i] == "." or _is_digit(s[i])):
-            return None
-        start = i
-        whole = 0
-        while i < n and _is_digit(s[i]):
-            if whole > _INT64_SIGN // 10:
-                return None
-            whole = whole * 10 + ord(s[i]) - 48
-            if whole > _INT64_SIGN:
-                return None
-            i += 1
-        pre = i != start
-        frac, scale, post = 0, 1.0, False
-        if i < n and s[i] == ".":
-            i += 1
-            start = i
-            overflow = False
-            while i < n and _is_digit(s[i]):
-                if not overflow:
-                    nxt = frac * 10 + ord(s[i]) - 48
-                    if frac > (_INT64_SIGN - 1) // 10 or nxt > _INT64_SIGN:
-                        overflow = True
-                    else:
-                        frac, scale = nxt, scale * 10
-                i += 1
-            post = i != start
-        if not pre and not post:
-            return None
-        start = i
-        while i < n and not (s[i] == "." or _is_digit(s[i])):
-            i += 1
-        unit = _GO_DURATION_UNITS_NS.get(s[start:i])
-        if unit is None:
-            return None
-        if whole > _INT64_SIGN // unit:
-            return None
-        whole *= unit
-        if frac > 0:
-            whole += int(float(frac) * (float(unit) / scale))
-            if whole > _INT64_SIGN:
-                return None
-        total += whole
-        if total > _INT64_SIGN:
-            return None
-    if neg:
-        return -total
-    return None if total > _INT64_SIGN - 1 else total
-
-
-def _go_lower(text: str) -> str:
-    """Go ``strings.ToLower``: ASCII fast path; otherwise invalid UTF-8 bytes (surrogate-escaped
-    here) become U+FFFD."""
-    if text.isascii():
-        return text.lower()
-    return "".join("\ufffd" if "\udc80" <= ch <= "\udcff" else ch for ch in text).lower()
-
-
-_GO_QUOTE_ESCAPES: Final = {
-    "\a": "\\a",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "\v": "\\v",
-    "\\": "\\\\",
-    '"': '\\"',
-}
-
-
-def _go_quote(text: str) -> str:
-    """Go ``%q`` / ``strconv.Quote`` of a string."""
-    out = ['"']
-    for ch in text:
-        escaped = _GO_QUOTE_ESCAPES.get(ch)
-        if escaped is not None:
-            out.append(escaped)
-            continue
-        code = ord(ch)
-        if ch.isprintable():
-            out.append(ch)
-        elif code < 0x80:
-            out.append(f"\\x{code:02x}")
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    out.append('"')
-    return "".join(out)

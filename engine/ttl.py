@@ -28,6 +28,7 @@ from sortedcontainers import SortedList  # type: ignore[import-untyped]
 
 from engine import limits
 from engine.index import StreamIndex
+from protocol.goconv import go_lower, parse_int64, wrap_int64
 from protocol.headers import HDR_LINE_CRLF, append_headers, get_header, remove_header
 from protocol.models import StreamConfig
 from protocol.timefmt import format_go_duration, parse_go_duration
@@ -50,29 +51,6 @@ TTL_NEVER: Final = -1
 # sdm.go: a removal whose marker could not be stored is proposed again after this long.
 MARKER_RETRY_INTERVAL_NS: Final = 2 * limits.NS_PER_S
 
-_INT64_MASK: Final = (1 << 64) - 1
-_INT64_SIGN: Final = 1 << 63
-
-
-def _wrap_int64(value: int) -> int:
-    """Go int64 arithmetic: overflow wraps around."""
-    value &= _INT64_MASK
-    return value - (1 << 64) if value & _INT64_SIGN else value
-
-
-def _parse_int64(text: str) -> int:
-    """util.go ``parseInt64``: decimal digits only, -1 on anything else; overflow wraps."""
-    if not text or not text.isascii() or not text.isdigit():
-        return -1
-    return _wrap_int64(int(text))
-
-
-def _go_lower(text: str) -> str:
-    """Go ``strings.ToLower`` (invalid UTF-8 bytes, surrogate-escaped here, become U+FFFD)."""
-    if text.isascii():
-        return text.lower()
-    return "".join("\ufffd" if "\udc80" <= ch <= "\udcff" else ch for ch in text).lower()
-
 
 def duration_seconds(duration_ns: int) -> int:
     """Go ``int64(d.Seconds())``: float64 seconds truncated, rounding exactly as Go does."""
@@ -83,12 +61,12 @@ def duration_seconds(duration_ns: int) -> int:
 
 def parse_message_ttl(value: str) -> tuple[int, bool]:
     """stream.go ``parseMessageTTL``: (seconds, ok); -1 = never; (0, True) = no TTL."""
-    if _go_lower(value) == TTL_NEVER_TEXT:
+    if go_lower(value) == TTL_NEVER_TEXT:
         return TTL_NEVER, True
     try:
         duration_ns = parse_go_duration(value)
     except ValueError:
-        seconds = _parse_int64(value)
+        seconds = parse_int64(value)
         if seconds < 0:
             return TTL_NONE, False
         return seconds, True
@@ -109,7 +87,7 @@ def header_ttl(hdr: bytes) -> int | None:
 
 def deadline_ns(ts_ns: int, ttl_s: int) -> int:
     """When a message stored at ts_ns with a TTL of ttl_s seconds is due (Go int64 wraps)."""
-    return _wrap_int64(ts_ns + _wrap_int64(ttl_s * limits.NS_PER_S))
+    return wrap_int64(ts_ns + wrap_int64(ttl_s * limits.NS_PER_S))
 
 
 def marker_ttl_s(config: StreamConfig) -> int:
@@ -258,6 +236,16 @@ class TtlIndex:
         Walks from the first live message that is not ``never`` (the cursor moves past leading
         ``never`` messages once, not on every call) and stops at the first one too young."""
         out: list[int] = []
+        for seq in self._mortal_seqs(idx):
+            meta = idx.get(seq)
+            if meta is None or meta.ts_ns > cutoff_ns:
+                break
+            out.append(seq)
+        return out
+
+    def _mortal_seqs(self, idx: StreamIndex) -> Iterator[int]:
+        """Live seqs that are not ``never``, ascending from the cursor; moves the cursor past
+        the leading ``never`` ones as it meets them."""
         never = self._never
         leading = True
         for seq in idx.seqs(minimum=self._mortal_from_seq):
@@ -266,11 +254,7 @@ class TtlIndex:
                     self._mortal_from_seq = seq + 1
                 continue
             leading = False
-            meta = idx.get(seq)
-            if meta is None or meta.ts_ns > cutoff_ns:
-                break
-            out.append(seq)
-        return out
+            yield seq
 
     # ------------------------------------------------------------------ scheduling
 
@@ -295,14 +279,7 @@ class TtlIndex:
         for seq in stale:  # removed without ``forget``: a seq is never live again, so drop it
             self.forget(seq)
         if max_age_ns > 0:
-            never = self._never
-            leading = True
-            for seq in idx.seqs(minimum=self._mortal_from_seq):
-                if seq in never:
-                    if leading:
-                        self._mortal_from_seq = seq + 1
-                    continue
-                leading = False
+            for seq in self._mortal_seqs(idx):
                 meta = idx.get(seq)
                 if seq in blocked or meta is None:
                     continue

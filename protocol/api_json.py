@@ -17,6 +17,7 @@ Must never: do I/O, read clocks (timestamps are arguments), or build error JSON 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -314,6 +315,10 @@ def account_info(
 # --- PubAck bytes ------------------------------------------------------------------------------
 
 
+# a PubAck names its stream on every publish: quote each stream name once
+_quote_stream = functools.lru_cache(maxsize=4096)(go_quote)
+
+
 def pub_ack_json(
     stream: str,
     seq: int,
@@ -326,7 +331,7 @@ def pub_ack_json(
     """The PubAck nats-server writes by hand (``fmt`` ``%q`` quoting, not JSON escaping):
     ``{"stream":"S","seq":1}``, ``…,"duplicate": true}``, ``…,"batch":"b","count":4}``,
     ``…,"val":"3"}`` for counters, with ``"domain"`` between stream and seq."""
-    head = f'{{"stream":{go_quote(stream)},'
+    head = f'{{"stream":{_quote_stream(stream)},'
     if domain:
         head += f'"domain":{go_quote(domain)},'
     text = f'{head}"seq":{seq}'

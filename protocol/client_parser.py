@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.parser import Ping, Pong, parse_size
+from protocol.parser import Ping, Pong, ReceiveBuffer, parse_size
 
 __all__ = [
     "Err",
@@ -96,37 +96,20 @@ def _decode(b: bytes) -> str:
     return b.decode("utf-8", "surrogateescape")
 
 
-class ServerParser:
+class ServerParser(ReceiveBuffer):
     """Pull parser for the server→client protocol."""
 
-    __slots__ = ("_buf", "_chunks", "_chunks_len", "_pending", "_pos", "max_control_line")
+    __slots__ = ("_pending", "max_control_line")
 
     def __init__(self, max_control_line: int = MAX_CONTROL_LINE_BYTES_DEFAULT) -> None:
+        super().__init__()
         self.max_control_line = max_control_line
-        self._buf = b""
-        self._pos = 0
-        self._chunks: list[bytes] = []
-        self._chunks_len = 0
         # A MSG/HMSG control line whose payload is incomplete: subject, sid, reply, hdr, total.
         self._pending: tuple[str, str, str | None, int, int] | None = None
 
     def receive_data(self, data: bytes) -> None:
-        if not data:
-            return
-        if self._pos >= len(self._buf) and not self._chunks:
-            self._buf = bytes(data)
-            self._pos = 0
-            return
-        self._chunks.append(bytes(data))
-        self._chunks_len += len(data)
-
-    def _join(self) -> None:
-        if self._chunks:
-            self._chunks.insert(0, self._buf[self._pos :])
-            self._buf = b"".join(self._chunks)
-            self._pos = 0
-            self._chunks.clear()
-            self._chunks_len = 0
+        if data:
+            self._buffer(data)
 
     def next_event(self) -> ServerEvent | None:
         if self._pending is not None:

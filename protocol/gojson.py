@@ -45,6 +45,7 @@ class GoJsonError(Exception):
 
 # --- Go-style quoting ----------------------------------------------------------------------------
 
+# strconv's C-style escapes, plus the backslash (which every Go quoting form escapes).
 _C_ESCAPES = {
     "\a": "\\a",
     "\b": "\\b",
@@ -53,14 +54,18 @@ _C_ESCAPES = {
     "\r": "\\r",
     "\t": "\\t",
     "\v": "\\v",
+    "\\": "\\\\",
 }
 
 
-def _quote_rune(ch: str) -> str:
+def quote_rune(ch: str) -> str:
+    """One character as inside Go's ``strconv.Quote``/``QuoteRune`` (the caller escapes its own
+    quote character). An undecodable byte kept by ``surrogateescape`` becomes ``\\xNN``."""
+    escaped = _C_ESCAPES.get(ch)
+    if escaped is not None:
+        return escaped
     code = ord(ch)
-    if ch in _C_ESCAPES:
-        return _C_ESCAPES[ch]
-    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte kept by surrogateescape
+    if 0xDC80 <= code <= 0xDCFF:
         return f"\\x{code - 0xDC00:02x}"
     if ch.isprintable():
         return ch
@@ -73,14 +78,31 @@ def _quote_rune(ch: str) -> str:
 
 def go_quote(text: str) -> str:
     """Go ``strconv.Quote`` (also what ``fmt`` ``%q`` prints for a string)."""
-    out = ['"']
-    for ch in text:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        else:
-            out.append(_quote_rune(ch))
-    out.append('"')
-    return "".join(out)
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    return '"' + "".join('\\"' if ch == '"' else quote_rune(ch) for ch in text) + '"'
+
+
+def quote_char_at(data: bytes, pos: int) -> tuple[str, int]:
+    """The character at ``pos`` as Go's JSON scanner quotes it in a syntax error
+    (``strconv.QuoteRune``; a byte that starts no valid UTF-8 sequence as ``'\\xNN'``), and
+    its width in bytes."""
+    first = data[pos]
+    width = 1
+    if first < 0x80:
+        ch = chr(first)
+    else:
+        if first >= 0xC0:
+            width = 4 if first >= 0xF0 else 3 if first >= 0xE0 else 2
+        try:
+            ch = data[pos : pos + width].decode("utf-8")
+        except UnicodeDecodeError:
+            return f"'\\x{first:02x}'", 1
+    if ch == "'":
+        return "'\\''", 1
+    if ch == '"':
+        return "'\"'", 1
+    return f"'{quote_rune(ch)}'", width
 
 
 # --- Encoding ------------------------------------------------------------------------------------
@@ -94,8 +116,8 @@ _HTML_ESCAPES = (
 )
 
 
-def encode(obj: Any) -> bytes:
-    """``json.Marshal``-compatible compact JSON of plain dicts/lists/str/int/bool/None.
+def encode_str(obj: Any) -> str:
+    """``json.Marshal``-compatible compact JSON of plain dicts/lists/str/int/bool/None, as text.
 
     Key order is the dict's order (build dicts in Go struct field order; sort Go maps).
     Go escapes ``<``, ``>``, ``&``, U+2028 and U+2029; those characters can only occur inside
@@ -105,7 +127,12 @@ def encode(obj: Any) -> bytes:
     for raw, escaped in _HTML_ESCAPES:
         if raw in text:
             text = text.replace(raw, escaped)
-    return text.encode("utf-8", "replace")
+    return text
+
+
+def encode(obj: Any) -> bytes:
+    """:func:`encode_str` as UTF-8 bytes (a lone surrogate becomes ``?``)."""
+    return encode_str(obj).encode("utf-8", "replace")
 
 
 # --- Syntax errors: a port of Go's scanner (only run once a body is known to be bad) -------------
@@ -121,32 +148,13 @@ class _Eof(Exception):
     pass
 
 
-def _rune_at(data: bytes, pos: int) -> tuple[str, int]:
-    """The character at ``pos`` as Go's scanner quotes it, and its width in bytes."""
-    first = data[pos]
-    if first < 0x80:
-        ch = chr(first)
-        if ch == "'":
-            return "'\\''", 1
-        if ch == '"':
-            return "'\"'", 1
-        return f"'{_quote_rune(ch)}'", 1
-    for width in (2, 3, 4):
-        try:
-            ch = data[pos : pos + width].decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        return f"'{_quote_rune(ch)}'", width
-    return f"'\\x{first:02x}'", 1
-
-
 class _Scanner:
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.pos = 0
 
     def fail(self, context: str) -> _SyntaxFailure:
-        quoted, width = _rune_at(self.data, self.pos)
+        quoted, width = quote_char_at(self.data, self.pos)
         offset = self.pos + width
         return _SyntaxFailure(f"invalid character {quoted} {context} at offset {offset}")
 
@@ -255,7 +263,7 @@ class _Scanner:
                     raise self._bad_escape(start, seq)
             self.pos += 6
             return
-        _, width = _rune_at(data, start + 1)
+        _, width = quote_char_at(data, start + 1)
         raise self._bad_escape(start, data[start : start + 1 + width])
 
     @staticmethod
@@ -323,24 +331,51 @@ def _syntax_error_text(data: bytes) -> str:
 # --- Fast path: Python's parser, keeping Go-relevant detail --------------------------------------
 
 
-class _Obj(list[tuple[str, Any]]):
-    """A JSON object as its (key, value) pairs, in order, duplicates kept."""
+class JsonObject(list[tuple[str, Any]]):
+    """A JSON object as its (key, value) pairs, in order, duplicates kept (Go applies each)."""
+
+    __slots__ = ()
 
 
-class _Num(str):
-    """A JSON number, kept as its literal text."""
+class JsonNumber(str):
+    """A JSON number, kept as its literal text (Go's error texts quote it; ``1.0`` is no int)."""
+
+    __slots__ = ()
 
 
 def _reject_constant(name: str) -> Any:
-    raise ValueError(name)
+    raise ValueError(f"invalid literal {name}")
 
 
-_PARSER = json.JSONDecoder(
-    object_pairs_hook=_Obj,
-    parse_int=_Num,
-    parse_float=_Num,
+# Python's C parser, keeping what Go's rules look at: member order and duplicates, number text.
+VALUE_DECODER = json.JSONDecoder(
+    object_pairs_hook=JsonObject,
+    parse_int=JsonNumber,
+    parse_float=JsonNumber,
     parse_constant=_reject_constant,
 )
+
+
+def json_kind(value: Any) -> str:
+    """Go's name for a decoded value's JSON kind in ``cannot unmarshal <kind> into ...``."""
+    if isinstance(value, JsonObject):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, JsonNumber):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "bool"
+    return "null"
+
+
+def clean_string(text: str) -> str:
+    """Go replaces invalid UTF-8 and lone surrogates in strings with U+FFFD."""
+    if text.isascii():
+        return text
+    return _SURROGATES.sub("\ufffd", text)
 
 
 def _values(body: bytes) -> Iterator[Any]:
@@ -350,7 +385,7 @@ def _values(body: bytes) -> Iterator[Any]:
     idx = _WHITESPACE.match(text, 0).end()  # type: ignore[union-attr]
     while idx < end:
         try:
-            value, idx = _PARSER.raw_decode(text, idx)
+            value, idx = VALUE_DECODER.raw_decode(text, idx)
         except (ValueError, RecursionError):
             raise GoJsonError(_syntax_error_text(body)) from None
         yield value
@@ -360,27 +395,6 @@ def _values(body: bytes) -> Iterator[Any]:
 # --- Typed decoding against the Go types ---------------------------------------------------------
 
 Path = tuple[str | int, ...]
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, _Obj):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, _Num):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    return "null"
-
-
-def _clean(text: str) -> str:
-    """Go replaces invalid UTF-8 and lone surrogates in strings with U+FFFD."""
-    if _SURROGATES.search(text):
-        return _SURROGATES.sub("\ufffd", text)
-    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,8 +437,8 @@ class _IntCodec(_Codec):
     def decode(self, ctx: _Ctx, value: Any, path: Path, current: Any) -> Any:
         if value is None:
             return current
-        if not isinstance(value, _Num):
-            raise _type_error(ctx, _kind(value), path, self.type_name)
+        if not isinstance(value, JsonNumber):
+            raise _type_error(ctx, json_kind(value), path, self.type_name)
         text = str(value)
         bad = "." in text or "e" in text or "E" in text
         bad = bad or (self.spec.min_value == 0 and text.startswith("-"))
@@ -444,7 +458,7 @@ class _BoolCodec(_Codec):
         if value is None:
             return current
         if not isinstance(value, bool):
-            raise _type_error(ctx, _kind(value), path, self.type_name)
+            raise _type_error(ctx, json_kind(value), path, self.type_name)
         return value
 
 
@@ -457,9 +471,9 @@ class _StringCodec(_Codec):
     def decode(self, ctx: _Ctx, value: Any, path: Path, current: Any) -> Any:
         if value is None:
             return current
-        if isinstance(value, _Num) or not isinstance(value, str):
-            raise _type_error(ctx, _kind(value), path, self.type_name)
-        return _clean(value)
+        if isinstance(value, JsonNumber) or not isinstance(value, str):
+            raise _type_error(ctx, json_kind(value), path, self.type_name)
+        return clean_string(value)
 
 
 _STRING = _StringCodec()
@@ -477,8 +491,8 @@ class _StrListCodec(_Codec):
     def decode(self, ctx: _Ctx, value: Any, path: Path, current: Any) -> Any:
         if value is None:
             return self.zero()
-        if not isinstance(value, list) or isinstance(value, _Obj):
-            raise _type_error(ctx, _kind(value), path, self.type_name)
+        if not isinstance(value, list) or isinstance(value, JsonObject):
+            raise _type_error(ctx, json_kind(value), path, self.type_name)
         return [_STRING.decode(ctx, item, (*path, i), "") for i, item in enumerate(value)]
 
 
@@ -491,11 +505,11 @@ class _StrMapCodec(_Codec):
     def decode(self, ctx: _Ctx, value: Any, path: Path, current: Any) -> Any:
         if value is None:
             return None
-        if not isinstance(value, _Obj):
-            raise _type_error(ctx, _kind(value), path, self.type_name)
+        if not isinstance(value, JsonObject):
+            raise _type_error(ctx, json_kind(value), path, self.type_name)
         merged: dict[str, str] = dict(current) if current else {}
         for key, item in value:
-            merged[_clean(key)] = _STRING.decode(ctx, item, (*path, key), "")
+            merged[clean_string(key)] = _STRING.decode(ctx, item, (*path, key), "")
         return merged
 
 
@@ -513,9 +527,9 @@ class _EnumCodec(_Codec):
         if spec.via_string:
             if value is None:
                 value = ""
-            if isinstance(value, _Num) or not isinstance(value, str):
+            if isinstance(value, JsonNumber) or not isinstance(value, str):
                 raise GoJsonError(
-                    f"json: cannot unmarshal {_kind(value)} into Go value of type string"
+                    f"json: cannot unmarshal {json_kind(value)} into Go value of type string"
                 )
             found = self.table.get(value)
             if found is None:
@@ -534,17 +548,17 @@ def _raw_literal(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, _Num):
+    if isinstance(value, JsonNumber):
         return str(value)
     return json.dumps(_plain(value), ensure_ascii=False, separators=(",", ":"))
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, _Obj):
+    if isinstance(value, JsonObject):
         return {k: _plain(v) for k, v in value}
     if isinstance(value, list):
         return [_plain(v) for v in value]
-    if isinstance(value, _Num):
+    if isinstance(value, JsonNumber):
         return float(value) if any(c in value for c in ".eE") else int(value)
     return value
 
@@ -558,10 +572,10 @@ class _TimeCodec(_Codec):
     def decode(self, ctx: _Ctx, value: Any, path: Path, current: Any) -> Any:
         if value is None:
             return None
-        if isinstance(value, _Num) or not isinstance(value, str):
-            raise _type_error(ctx, _kind(value), path, self.type_name)
+        if isinstance(value, JsonNumber) or not isinstance(value, str):
+            raise _type_error(ctx, json_kind(value), path, self.type_name)
         try:
-            return reformat_rfc3339(value)
+            return reformat_rfc3339(clean_string(value))
         except ValueError as exc:
             raise GoJsonError(str(exc)) from None
 
@@ -578,8 +592,8 @@ class _StructCodec(_Codec):
     def decode(self, ctx: _Ctx, value: Any, path: Path, current: Any) -> Any:
         if value is None:
             return None if self.pointer else current
-        if not isinstance(value, _Obj):
-            raise _type_error(ctx, _kind(value), path, self.type_name)
+        if not isinstance(value, JsonObject):
+            raise _type_error(ctx, json_kind(value), path, self.type_name)
         state: dict[str, Any] = dict(current) if current else {}
         _decode_fields(ctx, self.model, value, path, state)
         return state
@@ -596,8 +610,8 @@ class _StructListCodec(_Codec):
     def decode(self, ctx: _Ctx, value: Any, path: Path, current: Any) -> Any:
         if value is None:
             return None
-        if not isinstance(value, list) or isinstance(value, _Obj):
-            raise _type_error(ctx, _kind(value), path, self.type_name)
+        if not isinstance(value, list) or isinstance(value, JsonObject):
+            raise _type_error(ctx, json_kind(value), path, self.type_name)
         out = []
         for i, item in enumerate(value):
             decoded = self.element.decode(ctx, item, (*path, i), None)
@@ -672,14 +686,14 @@ def _schema(model: type[GoStruct]) -> _Schema:
 
 
 def _decode_fields(
-    ctx: _Ctx, model: type[GoStruct], obj: _Obj, path: Path, state: dict[str, Any]
+    ctx: _Ctx, model: type[GoStruct], obj: JsonObject, path: Path, state: dict[str, Any]
 ) -> None:
     schema = _schema(model)
     for key, value in obj:
         name = key if key in schema.codecs else schema.folded.get(_fold(key))
         if name is None:
             if ctx.strict:
-                raise GoJsonError(f"json: unknown field {go_quote(_clean(key))}")
+                raise GoJsonError(f"json: unknown field {go_quote(clean_string(key))}")
             continue
         codec = schema.codecs[name]
         current = state[name] if name in state else codec.zero()
@@ -717,7 +731,7 @@ def decode(body: bytes, model: type[M], *, strict: bool = True) -> M:
     for value in _values(body):
         if value is None:
             continue
-        if not isinstance(value, _Obj):
-            raise _type_error(ctx, _kind(value), (), model.go_name)
+        if not isinstance(value, JsonObject):
+            raise _type_error(ctx, json_kind(value), (), model.go_name)
         _decode_fields(ctx, model, value, (), state)
     return model.model_validate(_complete(model, state))

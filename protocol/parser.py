@@ -217,7 +217,41 @@ def _could_be_op(head: bytes) -> bool:
     return False
 
 
-class ClientParser:
+class ReceiveBuffer:
+    """Received bytes not yet parsed: ``_buf[_pos:]`` followed by ``_chunks``.
+
+    The base of both pull parsers (this one and ``protocol.client_parser.ServerParser``). A read
+    that arrives with nothing left over becomes the buffer as it is; later reads are only queued,
+    and joined (one copy) when a parser must look past the end of ``_buf``.
+    """
+
+    __slots__ = ("_buf", "_chunks", "_chunks_len", "_pos")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._pos = 0
+        self._chunks: list[bytes] = []
+        self._chunks_len = 0
+
+    def _buffer(self, data: bytes) -> None:
+        if self._pos >= len(self._buf) and not self._chunks:
+            self._buf = bytes(data)
+            self._pos = 0
+            return
+        self._chunks.append(bytes(data))
+        self._chunks_len += len(data)
+
+    def _join(self) -> None:
+        if self._chunks:
+            rest = self._buf[self._pos :] if self._pos else self._buf
+            self._chunks.insert(0, rest)
+            self._buf = b"".join(self._chunks)
+            self._pos = 0
+            self._chunks.clear()
+            self._chunks_len = 0
+
+
+class ClientParser(ReceiveBuffer):
     """Pull parser for the client→server protocol (h11 style).
 
     Feed bytes with :meth:`receive_data`; call :meth:`next_event` until it returns None (more
@@ -226,9 +260,6 @@ class ClientParser:
     """
 
     __slots__ = (
-        "_buf",
-        "_chunks",
-        "_chunks_len",
         "_dead",
         "_pending",
         "_pos",
@@ -246,10 +277,7 @@ class ClientParser:
         self.max_payload = max_payload
         self.max_control_line = max_control_line
         self.headers_enabled = True
-        self._buf = b""
-        self._pos = 0
-        self._chunks: list[bytes] = []
-        self._chunks_len = 0
+        super().__init__()
         self._dead = False
         # A control line whose payload has not fully arrived: (subject, reply, hdr_len, total).
         # hdr_len is -1 for PUB.
@@ -265,21 +293,7 @@ class ClientParser:
     def receive_data(self, data: bytes) -> None:
         if self._dead or not data:
             return
-        if self._pos >= len(self._buf) and not self._chunks:
-            self._buf = bytes(data)
-            self._pos = 0
-            return
-        self._chunks.append(bytes(data))
-        self._chunks_len += len(data)
-
-    def _join(self) -> None:
-        if self._chunks:
-            rest = self._buf[self._pos :] if self._pos else self._buf
-            self._chunks.insert(0, rest)
-            self._buf = b"".join(self._chunks)
-            self._pos = 0
-            self._chunks.clear()
-            self._chunks_len = 0
+        self._buffer(data)
 
     def _violation(self, err: str | None) -> ProtocolViolation:
         self._dead = True

@@ -17,11 +17,11 @@ back with :meth:`ClientSession.forget_subscription`).
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from protocol.gojson import encode_str, go_quote
 from protocol.parser import (
     ClientParser,
     Connect,
@@ -217,64 +217,13 @@ def encode_no_responders(reply: str, sid: str, subject: str) -> bytes:
     return encode_hmsg(reply, sid, None, hdr, b"")
 
 
-def go_json(obj: Any) -> str:
-    """Compact JSON as Go's encoding/json writes it (HTML-safe escapes, UTF-8 kept)."""
-    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-    if "<" in text or ">" in text or "&" in text or "\u2028" in text or "\u2029" in text:
-        text = (
-            text.replace("<", "\\u003c")
-            .replace(">", "\\u003e")
-            .replace("&", "\\u0026")
-            .replace("\u2028", "\\u2028")
-            .replace("\u2029", "\\u2029")
-        )
-    return text
-
-
 def encode_info(info: dict[str, Any]) -> bytes:
     """``INFO {json} \\r\\n`` — nats-server puts a space before the CRLF."""
-    return b"INFO " + _b(go_json(info)) + b" \r\n"
+    return b"INFO " + _b(encode_str(info)) + b" \r\n"
 
 
 def encode_err(text: str) -> bytes:
     return b"-ERR '" + _b(text) + b"'\r\n"
-
-
-_GO_ESCAPES = {
-    "\a": "\\a",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "\v": "\\v",
-    '"': '\\"',
-    "\\": "\\\\",
-}
-
-
-def go_quote(s: str) -> str:
-    """Go ``%q`` of a byte string (``strconv.Quote``); undecodable bytes (surrogate escapes)
-    become ``\\xNN``."""
-    if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
-        return f'"{s}"'
-    out = ['"']
-    for ch in s:
-        code = ord(ch)
-        if ch in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[ch])
-        elif 0xDC80 <= code <= 0xDCFF:
-            out.append(f"\\x{code - 0xDC00:02x}")
-        elif ch.isprintable():
-            out.append(ch)
-        elif code < 0x80:
-            out.append(f"\\x{code:02x}")
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    out.append('"')
-    return "".join(out)
 
 
 # --------------------------------------------------------------------------- subject rules

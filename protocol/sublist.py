@@ -15,6 +15,7 @@ not mutate them.
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -199,7 +200,10 @@ class Sublist(Generic[T]):
         result = MatchResult(plain, queues)
         cache = self._cache
         if len(cache) >= MATCH_CACHE_ENTRIES_MAX:
-            del cache[next(iter(cache))]
+            # drop the older half at once: deleting the first key one at a time makes every
+            # next(iter(dict)) walk the deleted slots in front of it (unique reply subjects
+            # churn this cache on every request)
+            cache = self._cache = dict(islice(cache.items(), len(cache) // 2, None))
         cache[subject] = result
         return result
 

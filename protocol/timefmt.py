@@ -1,4 +1,6 @@
-"""Go-compatible time and duration text: RFC 3339 timestamps and ``time.Duration`` strings.
+"""Go-compatible time and duration text: RFC 3339 timestamps and ``time.Duration`` strings,
+written as Go formats them and read as Go's ``time.Parse`` / ``time.ParseDuration`` read them
+(with Go's error texts: they reach clients in ``10025 invalid JSON`` errors).
 
 nats-server writes every JSON timestamp with Go's ``time.RFC3339Nano`` layout in UTC (trailing
 fractional zeros trimmed, the zero ``time.Time`` as ``0001-01-01T00:00:00Z``) and every duration
@@ -79,11 +81,24 @@ def format_rfc3339nano(ts_ns: int) -> str:
     return f"{prefix}.{frac_ns:09d}".rstrip("0") + "Z"
 
 
+# --- Go time.Parse(time.RFC3339, …) -------------------------------------------------------------
+#
+# nats-server's JSON decoding (encoding/json v1 semantics on the json/v2 engine) reads a
+# ``time.Time`` with plain ``time.Parse(time.RFC3339, s)``: a one-digit hour, ``,`` before the
+# fraction and zone offsets up to +24:00 / :60 are accepted, and the first element that does not
+# fit the layout (or the first field out of range) is what the error names (all probed).
+
 RFC3339_LAYOUT = "2006-01-02T15:04:05Z07:00"
 _RFC3339_FAST = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})T(\d{1,2}):(\d{2}):(\d{2})(?:[.,](\d+))?(Z|[+-]\d{2}:\d{2})",
     re.ASCII,
 )
+_HOUR_MAX = 23
+_MINUTE_MAX = 59
+_SECOND_MAX = 59
+_ZONE_HOUR_MAX = 24  # Go accepts offsets up to ±24:60
+_ZONE_MINUTE_MAX = 60
+_DIGIT_BYTES = frozenset(b"0123456789")
 
 
 def _days_in_month(y: int, m: int) -> int:
@@ -93,17 +108,18 @@ def _days_in_month(y: int, m: int) -> int:
     return 30 if m in (4, 6, 9, 11) else 31
 
 
-def _go_quote(text: str) -> str:
+def time_quote(raw: bytes) -> str:
+    """The ``time`` package's own ``quote`` (not ``strconv.Quote``): every non-ASCII or control
+    byte becomes ``\\xNN``; DEL stays as it is."""
     out = ['"']
-    for ch in text:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch.isprintable():
-            out.append(ch)
-        elif ord(ch) < 0x80:
-            out.append(f"\\x{ord(ch):02x}")
+    for b in raw:
+        if b >= 0x80 or b < 0x20:
+            out.append(f"\\x{b:02x}")
         else:
-            out.append(f"\\u{ord(ch):04x}")
+            ch = chr(b)
+            if ch in '"\\':
+                out.append("\\")
+            out.append(ch)
     out.append('"')
     return "".join(out)
 
@@ -112,125 +128,184 @@ class _TimeParseError(ValueError):
     pass
 
 
-def _layout_error(text: str, rest: str, elem: str) -> _TimeParseError:
+def _time_error(full: bytes, layout_elem: str, value_elem: bytes, message: str) -> _TimeParseError:
+    """Go's ``ParseError``: ``message`` when set, else "cannot parse <value> as <layout elem>"."""
+    if message:
+        return _TimeParseError(f"parsing time {time_quote(full)}{message}")
     return _TimeParseError(
-        f"parsing time {_go_quote(text)} as {_go_quote(RFC3339_LAYOUT)}: "
-        f"cannot parse {_go_quote(rest)} as {_go_quote(elem)}"
+        f"parsing time {time_quote(full)} as {time_quote(RFC3339_LAYOUT.encode())}: "
+        f"cannot parse {time_quote(value_elem)} as {time_quote(layout_elem.encode())}"
     )
 
 
-def _range_error(text: str, what: str) -> _TimeParseError:
-    return _TimeParseError(f"parsing time {_go_quote(text)}: {what} out of range")
+def _digit_at(value: bytes, i: int) -> bool:
+    return i < len(value) and value[i] in _DIGIT_BYTES
 
 
-def _num(text: str, rest: str, elem: str, fixed: bool) -> tuple[int, str]:
-    """Go's getnum: one or two leading digits (exactly two when ``fixed``)."""
-    if not rest[:1].isdigit() or not rest[:1].isascii():
-        raise _layout_error(text, rest, elem)
-    if not (rest[1:2].isdigit() and rest[1:2].isascii()):
+def _getnum(value: bytes, fixed: bool) -> tuple[int, bytes, bool]:
+    """Go's ``getnum``: one or two leading digits (exactly two when ``fixed``)."""
+    if not _digit_at(value, 0):
+        return 0, value, False
+    if not _digit_at(value, 1):
         if fixed:
-            raise _layout_error(text, rest, elem)
-        return int(rest[0]), rest[1:]
-    return int(rest[:2]), rest[2:]
+            return 0, value, False
+        return value[0] - 48, value[1:], True
+    return (value[0] - 48) * 10 + value[1] - 48, value[2:], True
 
 
-def _explain_bad_rfc3339(text: str) -> _TimeParseError:
-    """The error Go's ``time.Time`` JSON decoding gives for text the fast path rejected.
+def _skip(value: bytes, prefix: bytes) -> tuple[bytes, bool]:
+    for ch in prefix:
+        if not value or value[0] != ch:
+            return value, False
+        value = value[1:]
+    return value, True
 
-    Walks Go's RFC 3339 layout like ``time.Parse`` (which reports the first element that does
-    not fit, or the first field out of range). nats-server's JSON engine (Go json/v2) uses plain
-    ``time.Parse``: a one-digit hour, ``,`` before the fraction and any two-digit zone offset
-    are accepted (probed), unlike ``encoding/json`` v1's strict RFC 3339 checks.
-    """
-    rest = text
-    year_text = rest[:4]
-    if len(year_text) < 4 or not (year_text.isascii() and year_text.isdigit()):
-        raise _layout_error(text, rest, "2006")
-    rest = rest[4:]
-    fields: dict[str, int] = {}
-    steps = (
-        ("-", None, False, 0),
-        ("01", "month", True, 12),
-        ("-", None, False, 0),
-        ("02", "day", True, 31),
-        ("T", None, False, 0),
-        ("15", "hour", False, 23),
-        (":", None, False, 0),
-        ("04", "minute", True, 59),
-        (":", None, False, 0),
-        ("05", "second", True, 59),
-    )
-    for elem, name, fixed, high in steps:
-        if name is None:
-            if not rest.startswith(elem):
-                raise _layout_error(text, rest, elem)
-            rest = rest[len(elem) :]
+
+def _parse_fraction(value: bytes) -> tuple[int, bytes]:
+    """A ``.ddd`` / ``,ddd`` fraction after the seconds (Go keeps at most 9 digits)."""
+    n = 2
+    while _digit_at(value, n):
+        n += 1
+    digits = value[1:n][:_FRACTION_DIGITS_MAX]
+    return int(digits.ljust(_FRACTION_DIGITS_MAX, b"0")), value[n:]
+
+
+# RFC3339's layout as Go's parser walks it: (literal prefix, std chunk) pairs.
+_RFC3339_CHUNKS = (
+    (b"", "2006"),
+    (b"-", "01"),
+    (b"-", "02"),
+    (b"T", "15"),
+    (b":", "04"),
+    (b":", "05"),
+    (b"", "Z07:00"),
+)
+# std chunk -> (digits fixed at two, range name, max); the year is handled on its own
+_NUM_CHUNKS = {
+    "01": (True, "month", 12),
+    "02": (True, "", 31),  # the day is checked against its month at the end
+    "15": (False, "hour", _HOUR_MAX),
+    "04": (True, "minute", _MINUTE_MAX),
+    "05": (True, "second", _SECOND_MAX),
+}
+
+
+def _parse_num_chunk(full: bytes, std: str, value: bytes) -> tuple[int, bytes]:
+    if std == "2006":
+        if len(value) < 4 or not value[:4].isdigit():
+            raise _time_error(full, std, value, "")
+        return int(value[:4]), value[4:]
+    fixed, range_name, max_value = _NUM_CHUNKS[std]
+    num, rest, ok = _getnum(value, fixed)
+    if not ok:
+        raise _time_error(full, std, value, "")
+    low = 1 if std == "01" else 0
+    if range_name and not low <= num <= max_value:
+        raise _time_error(full, std, rest, f": {range_name} out of range")
+    return num, rest
+
+
+def _parse_zone(full: bytes, value: bytes) -> tuple[int, bytes]:
+    """``Z07:00``: ``Z`` or ``±hh:mm``; the offset in seconds east of UTC."""
+    if value[:1] == b"Z":
+        return 0, value[1:]
+    if len(value) < 6 or value[3] != 0x3A:  # ':'
+        raise _time_error(full, "Z07:00", value, "")
+    sign, rest = value[0], value[6:]
+    hr, _, ok = _getnum(value[1:3], True)
+    mm, ok_m = 0, False
+    if ok:
+        mm, _, ok_m = _getnum(value[4:6], True)
+    range_err = ""
+    if hr > _ZONE_HOUR_MAX:
+        range_err = ": time zone offset hour out of range"
+    if mm > _ZONE_MINUTE_MAX:
+        range_err = ": time zone offset minute out of range"
+    if range_err:
+        raise _time_error(full, "Z07:00", rest, range_err)
+    if not ok_m or sign not in b"+-":
+        raise _time_error(full, "Z07:00", value, "")
+    offset_s = (hr * 60 + mm) * 60
+    return (-offset_s if sign == 0x2D else offset_s), rest
+
+
+def _unix_ns(
+    date: tuple[int, int, int], clock: tuple[int, int, int], frac_ns: int, zone_s: int
+) -> int:
+    """Nanoseconds since the epoch of (year, month, day) (hour, minute, second) + frac_ns at a
+    zone offset of zone_s seconds east of UTC."""
+    hour, minute, second = clock
+    unix_s = _days_from_civil(*date) * S_PER_DAY + hour * 3600 + minute * 60 + second - zone_s
+    return unix_s * NS_PER_S + frac_ns
+
+
+def _parse_go(full: bytes) -> int:
+    """A port of Go's ``time.Parse`` for the RFC 3339 layout, element by element."""
+    value = full
+    nums: list[int] = []
+    frac_ns = 0
+    offset_s = 0
+    for prefix, std in _RFC3339_CHUNKS:
+        value, ok = _skip(value, prefix)
+        if not ok:
+            raise _time_error(full, prefix.decode(), value, "")
+        if std == "Z07:00":
+            offset_s, value = _parse_zone(full, value)
             continue
-        value, rest = _num(text, rest, elem, fixed)
-        low = 1 if name == "month" else 0
-        if not low <= value <= high:
-            return _range_error(text, name)
-        fields[name] = value
-    if len(rest) >= 2 and rest[0] in ".," and rest[1].isascii() and rest[1].isdigit():
-        end = 2
-        while end < len(rest) and rest[end].isascii() and rest[end].isdigit():
-            end += 1
-        rest = rest[end:]
-    if rest.startswith("Z"):
-        rest = rest[1:]
-    else:
-        if len(rest) < 6 or rest[3] != ":" or rest[0] not in "+-":
-            raise _layout_error(text, rest, "Z07:00")
-        for part in (rest[1:3], rest[4:6]):
-            if not (part.isascii() and part.isdigit()):
-                raise _layout_error(text, rest, "Z07:00")
-        rest = rest[6:]
-    if rest:
-        return _TimeParseError(f"parsing time {_go_quote(text)}: extra text: {_go_quote(rest)}")
-    year = int(year_text)
-    if fields["day"] < 1 or fields["day"] > _days_in_month(year, fields["month"]):
-        return _range_error(text, "day")
-    return _TimeParseError(f"parsing time {_go_quote(text)}: cannot parse")
+        num, value = _parse_num_chunk(full, std, value)
+        nums.append(num)
+        if std == "05" and len(value) >= 2 and value[0] in b".," and _digit_at(value, 1):
+            frac_ns, value = _parse_fraction(value)
+    if value:
+        raise _time_error(full, "", value, f": extra text: {time_quote(value)}")
+    year, month, day, hour, minute, second = nums
+    if not 1 <= day <= _days_in_month(year, month):
+        raise _time_error(full, "", value, ": day out of range")
+    return _unix_ns((year, month, day), (hour, minute, second), frac_ns, offset_s)
 
 
-def parse_rfc3339(text: str) -> int:
-    """Nanoseconds since the epoch for an RFC 3339 timestamp, as nats-server's JSON decoding
-    accepts it (Go ``time.Parse(time.RFC3339, …)``): ``YYYY-MM-DDTH[H]:MM:SS[(.|,)frac](Z|±hh:mm)``;
-    fraction digits past the ninth are truncated. Go's zero time gives ``0``.
-
-    Raises ValueError carrying Go's error text (``parsing time "x" as "2006-01-02T15:04:05Z07:00":
-    cannot parse "x" as "2006"``, ``parsing time "…": month out of range``).
-    """
+def _parse_fast(text: str) -> int | None:
+    """The common well-formed, in-range timestamp without the element walk; None otherwise."""
     match = _RFC3339_FAST.fullmatch(text)
     if match is None:
-        raise _explain_bad_rfc3339(text)
+        return None
     year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
     frac_text, zone = match.group(7), match.group(8)
-    if not 1 <= month <= 12:
-        raise _range_error(text, "month")
-    if not 1 <= day <= _days_in_month(year, month):
-        raise _range_error(text, "day")
-    if hour > 23:
-        raise _range_error(text, "hour")
-    if minute > 59:
-        raise _range_error(text, "minute")
-    if second > 59:
-        raise _range_error(text, "second")
+    if not (1 <= month <= 12 and 1 <= day <= _days_in_month(year, month)):
+        return None
+    if hour > _HOUR_MAX or minute > _MINUTE_MAX or second > _SECOND_MAX:
+        return None
     frac_ns = (
         int(frac_text[:_FRACTION_DIGITS_MAX].ljust(_FRACTION_DIGITS_MAX, "0")) if frac_text else 0
     )
     offset_s = 0
     if zone != "Z":
         zh, zm = int(zone[1:3]), int(zone[4:6])
+        if zh > _ZONE_HOUR_MAX or zm > _ZONE_MINUTE_MAX:
+            return None
         offset_s = (zh * 3600 + zm * 60) * (-1 if zone[0] == "-" else 1)
-    unix_s = (
-        _days_from_civil(year, month, day) * S_PER_DAY
-        + hour * 3600
-        + minute * 60
-        + second
-        - offset_s
-    )
-    ts_ns = unix_s * NS_PER_S + frac_ns
+    return _unix_ns((year, month, day), (hour, minute, second), frac_ns, offset_s)
+
+
+def parse_rfc3339_unix_ns(text: str) -> int:
+    """Go ``time.Parse(time.RFC3339, text)`` as exact nanoseconds since the epoch (no int64
+    wrap: callers that mimic ``UnixNano`` wrap it themselves). Go's zero time is not special.
+
+    Raises ValueError carrying Go's error text (``parsing time "x" as "2006-01-02T15:04:05Z07:00":
+    cannot parse "x" as "2006"``, ``parsing time "…": month out of range``).
+    """
+    fast = _parse_fast(text)
+    if fast is not None:
+        return fast
+    return _parse_go(text.encode("utf-8", "surrogatepass"))
+
+
+def parse_rfc3339(text: str) -> int:
+    """Nanoseconds since the epoch for an RFC 3339 timestamp, as nats-server's JSON decoding
+    accepts it: ``YYYY-MM-DDTH[H]:MM:SS[(.|,)frac](Z|±hh:mm)``; fraction digits past the ninth
+    are truncated. Go's zero time gives ``0``. Raises ValueError with Go's text.
+    """
+    ts_ns = parse_rfc3339_unix_ns(text)
     if ts_ns == _ZERO_TIME_NS:
         return 0
     return ts_ns

@@ -188,25 +188,29 @@ class ServerProc:
         self.stop()
 
 
-def _common_args(name: str, port: int, http_port: int, store_dir: Path) -> list[str]:
-    return ["-a", HOST, "-p", str(port), "-sd", str(store_dir), "-n", name, "-m", str(http_port)]
-
-
-def nats_server_proc(
-    tmp_path: Path, *, name: str = "n1", extra_args: Sequence[str] = ()
+def _server_proc(
+    command: Sequence[str], tmp_path: Path, name: str, extra_args: Sequence[str]
 ) -> ServerProc:
-    """A not-yet-started reference nats-server with JetStream, ports chosen now."""
+    """``command`` plus the options both servers share (address, ports chosen now, store dir,
+    server name, monitoring port) and ``extra_args``; not yet started."""
     port, http_port = free_port(), free_port()
     store_dir = tmp_path / f"{name}-store"
-    argv = [str(NATS_SERVER_BIN), "-js", *_common_args(name, port, http_port, store_dir)]
+    common = ["-a", HOST, "-p", str(port), "-sd", str(store_dir), "-n", name, "-m", str(http_port)]
     return ServerProc(
-        [*argv, *extra_args],
+        [*command, *common, *extra_args],
         name=name,
         port=port,
         http_port=http_port,
         store_dir=store_dir,
         log_path=tmp_path / f"{name}.log",
     )
+
+
+def nats_server_proc(
+    tmp_path: Path, *, name: str = "n1", extra_args: Sequence[str] = ()
+) -> ServerProc:
+    """A not-yet-started reference nats-server with JetStream, ports chosen now."""
+    return _server_proc([str(NATS_SERVER_BIN), "-js"], tmp_path, name, extra_args)
 
 
 def jetraft_command() -> list[str]:
@@ -219,17 +223,7 @@ def jetraft_command() -> list[str]:
 
 def jetraft_proc(tmp_path: Path, *, name: str = "j1", extra_args: Sequence[str] = ()) -> ServerProc:
     """A not-yet-started jetraft node, ports chosen now."""
-    port, http_port = free_port(), free_port()
-    store_dir = tmp_path / f"{name}-store"
-    argv = [*jetraft_command(), "server", *_common_args(name, port, http_port, store_dir)]
-    return ServerProc(
-        [*argv, *extra_args],
-        name=name,
-        port=port,
-        http_port=http_port,
-        store_dir=store_dir,
-        log_path=tmp_path / f"{name}.log",
-    )
+    return _server_proc([*jetraft_command(), "server"], tmp_path, name, extra_args)
 
 
 def start_nats_server(

@@ -15,7 +15,6 @@ from engine.get_request import (
     MsgGetRequest,
     decode_get_request,
     go_parse_rfc3339,
-    go_quote,
 )
 from engine.msg_get import (
     MSG_GET_RESPONSE_TYPE,
@@ -24,6 +23,7 @@ from engine.msg_get import (
     parse_msg_get_request,
 )
 from engine.store import StoredMsg
+from protocol.gojson import go_quote
 from protocol.timefmt import format_rfc3339nano
 
 NS = 1_000_000_000

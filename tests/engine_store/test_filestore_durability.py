@@ -9,17 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
+from filestore_test_records import flip_byte, msg
 
 from engine import records
 from engine.filestore import FileStore
 from engine.store import StoredMsg
-
-RECORD_100_BYTES_DATA = 100 - 38 - 3  # MSG record overhead is 38 bytes; subject "t.x" is 3
-
-
-def msg(seq: int, data: bytes | None = None) -> StoredMsg:
-    payload = data if data is not None else bytes([seq % 256]) * RECORD_100_BYTES_DATA
-    return StoredMsg(seq=seq, subject="t.x", hdr=b"", data=payload, ts_ns=seq)
 
 
 def record_len(m: StoredMsg) -> int:
@@ -35,14 +29,6 @@ def write_store(directory: Path, seqs: range, **kwargs: int) -> None:
     for seq in seqs:
         store.append(msg(seq))
     store.close()
-
-
-def flip_byte(path: Path, offset: int) -> None:
-    with path.open("r+b") as f:
-        f.seek(offset)
-        old = f.read(1)
-        f.seek(offset)
-        f.write(bytes([old[0] ^ 0x5A]))
 
 
 def test_records_are_100_bytes_as_the_layout_tests_assume() -> None:

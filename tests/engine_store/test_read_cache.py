@@ -7,27 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from filestore_test_records import RECORD_100_BYTES_DATA, RECORD_BYTES, flip_byte, msg
 
 from engine.filestore import READ_CACHE_ENTRY_OVERHEAD_BYTES, FileStore
 from engine.store import StoredMsg
 
-DATA_BYTES = 59  # a 100-byte record with subject "t.x" (as in test_filestore_durability.py)
-RECORD_BYTES = 100
-ENTRY_COST_BYTES = 3 + DATA_BYTES + READ_CACHE_ENTRY_OVERHEAD_BYTES  # subject + data + overhead
-
-
-def msg(seq: int) -> StoredMsg:
-    return StoredMsg(
-        seq=seq, subject="t.x", hdr=b"", data=bytes([seq % 256]) * DATA_BYTES, ts_ns=seq
-    )
-
-
-def flip_byte(path: Path, offset: int) -> None:
-    with path.open("r+b") as f:
-        f.seek(offset)
-        old = f.read(1)
-        f.seek(offset)
-        f.write(bytes([old[0] ^ 0x5A]))
+# msg(seq) is a 100-byte record with subject "t.x"; its cache entry costs subject + data + overhead
+ENTRY_COST_BYTES = 3 + RECORD_100_BYTES_DATA + READ_CACHE_ENTRY_OVERHEAD_BYTES
 
 
 def only_segment(directory: Path) -> Path:

@@ -1,11 +1,14 @@
 """Header values are parsed as nats-server's Go code parses them (util.go parseInt64,
-time.ParseDuration, stream.go parseMessageTTL), including the odd corners."""
+time.ParseDuration, stream.go parseMessageTTL), including the odd corners. The Go ports live in
+protocol/goconv.py and protocol/timefmt.py; the engine reads headers through them."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.stream import go_parse_duration, go_parse_int64, parse_message_ttl
+from engine.stream import parse_message_ttl
+from protocol.goconv import parse_int64, parse_int64_as_uint64
+from protocol.timefmt import parse_go_duration
 
 S = 1_000_000_000
 
@@ -29,7 +32,9 @@ S = 1_000_000_000
     ],
 )
 def test_parse_int64(text: str, expected: int) -> None:
-    assert go_parse_int64(text) == expected
+    assert parse_int64(text) == expected
+    # uint64(parseInt64(v)): how expected-sequence headers are compared
+    assert parse_int64_as_uint64(text) == expected % (1 << 64)
 
 
 @pytest.mark.parametrize(
@@ -63,7 +68,14 @@ def test_parse_int64(text: str, expected: int) -> None:
     ],
 )
 def test_parse_duration(text: str, expected_ns: int | None) -> None:
-    assert go_parse_duration(text) == expected_ns
+    """None: Go's time.ParseDuration returns an error (a ValueError with Go's text here)."""
+    if expected_ns is None:
+        with pytest.raises(
+            ValueError, match=r"^time: (invalid duration|missing unit|unknown unit)"
+        ):
+            parse_go_duration(text)
+    else:
+        assert parse_go_duration(text) == expected_ns
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from protocol.gojson import encode_str, go_quote
 from protocol.parser import Pub
 from protocol.session import (
     OK,
@@ -24,8 +25,6 @@ from protocol.session import (
     encode_info,
     encode_msg,
     encode_no_responders,
-    go_json,
-    go_quote,
     order_info,
 )
 from tests.protocol.core_cases import CASES, INFO_CASES, NO_INFO_CASES, connect_info_line
@@ -229,8 +228,8 @@ def test_go_quote(raw: str, quoted: str) -> None:
     assert go_quote(raw) == quoted
 
 
-def test_go_json_and_info_order() -> None:
-    assert go_json({"a": "é\u2028"}) == '{"a":"é\\u2028"}'
+def test_encode_str_and_info_order() -> None:
+    assert encode_str({"a": "é\u2028"}) == '{"a":"é\\u2028"}'
     assert list(order_info({"xkey": 1, "zzz": 2, "server_id": 3, "api_lvl": 4})) == [
         "server_id",
         "api_lvl",

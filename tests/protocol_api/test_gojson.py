@@ -30,6 +30,29 @@ def test_go_quote(text: str, quoted: str) -> None:
     assert go_quote(text) == quoted
 
 
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        # probed on nats-server 2.15.1 (STREAM.CREATE)
+        (b"\\", "invalid character '\\\\' looking for beginning of value at offset 1"),
+        (b'{"name":"Y"\\}', "invalid character '\\\\' after object key:value pair at offset 12"),
+        (
+            b'{"name":"Y","sources":[{"name":"DG","opt_start_time":"\xff2000"}]}',
+            'parsing time "\\xef\\xbf\\xbd2000" as "2006-01-02T15:04:05Z07:00": '
+            'cannot parse "\\xef\\xbf\\xbd2000" as "2006"',
+        ),
+        (
+            b'{"name":"Y","sources":[{"name":"DG","opt_start_time":"2000-01-01T00:00:00Z\\ud800"}]}',
+            'parsing time "2000-01-01T00:00:00Z\\xef\\xbf\\xbd": extra text: "\\xef\\xbf\\xbd"',
+        ),
+    ],
+)
+def test_error_texts_quote_as_go_does(body: bytes, error: str) -> None:
+    with pytest.raises(GoJsonError) as info:
+        decode(body, StreamConfigRequest)
+    assert str(info.value) == error
+
+
 def test_several_values_merge_as_go_decoder_loop_does() -> None:
     req = decode(b'{"name":"a","subjects":["x"]} {"max_msgs":5}', StreamConfigRequest)
     assert (req.name, req.subjects, req.max_msgs) == ("a", ["x"], 5)

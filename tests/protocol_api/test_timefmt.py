@@ -64,6 +64,8 @@ def test_format_agrees_with_datetime(unix_s: int) -> None:
         ("2026-11-22T2:01:11Z", 1_795_312_871_000_000_000),
         ("2026-11-22T02:01:11.1234567891Z", 1_795_312_871_123_456_789),
         ("0001-01-01T00:00:00Z", 0),
+        ("2000-01-01T00:00:00+24:00", 946_598_400_000_000_000),  # Go allows offsets to ±24:60
+        ("2000-01-01T00:00:00-01:60", 946_692_000_000_000_000),
     ],
 )
 def test_parse_rfc3339_accepts_what_nats_server_accepts(text: str, ts_ns: int) -> None:
@@ -91,6 +93,26 @@ def test_parse_rfc3339_accepts_what_nats_server_accepts(text: str, ts_ns: int) -
             'parsing time "2026-01-01T00:00:00z" as "2006-01-02T15:04:05Z07:00": '
             'cannot parse "z" as "Z07:00"',
         ),
+        # probed on nats-server 2.15.1: the day's range is checked only after the whole layout
+        (
+            "2000-01-701T00:00:00.123Z",
+            'parsing time "2000-01-701T00:00:00.123Z" as "2006-01-02T15:04:05Z07:00": '
+            'cannot parse "1T00:00:00.123Z" as "T"',
+        ),
+        (
+            "2000-01-01T00:00:00+25:00",
+            'parsing time "2000-01-01T00:00:00+25:00": time zone offset hour out of range',
+        ),
+        (
+            "2000-01-01T00:00:00+01:61",
+            'parsing time "2000-01-01T00:00:00+01:61": time zone offset minute out of range',
+        ),
+        # the time package quotes every non-ASCII or control byte as \xNN and leaves DEL alone
+        (
+            "2000-01-01T00:00:00Z\u00e9",
+            'parsing time "2000-01-01T00:00:00Z\\xc3\\xa9": extra text: "\\xc3\\xa9"',
+        ),
+        ("2000-01-01T00:00:00Z\x7f", 'parsing time "2000-01-01T00:00:00Z\x7f": extra text: "\x7f"'),
     ],
 )
 def test_parse_rfc3339_errors_are_go_texts(text: str, error: str) -> None:
