@@ -128,3 +128,45 @@ ATOMIC_PUBLISH_CONTAINS_DUPLICATE_MESSAGE = _e(
 )
 ATOMIC_PUBLISH_TOO_MANY_INFLIGHT = _e(10210, 429, "atomic publish too many inflight")
 MESSAGE_SOURCE_HEADER_NOT_ALLOWED = _e(10227, 400, "message stream source header is not allowed")
+
+# Mirror, source and transform config errors (stream config checks).
+STREAM_EXTERNAL_API_OVERLAP = _e(
+    10021, 400, "stream external api prefix {prefix} must not overlap with {subject}"
+)
+STREAM_EXTERNAL_DEL_PREFIX_OVERLAPS = _e(
+    10022, 400, "stream external delivery prefix {prefix} overlaps with stream subject {subject}"
+)
+STREAM_INVALID_EXTERNAL_DELIVERY_SUBJ = _e(
+    10024, 400, "stream external delivery prefix {prefix} must not contain wildcards"
+)
+MIRROR_MAX_MESSAGE_SIZE_TOO_BIG = _e(
+    10030, 400, "stream mirror must have max message size >= source"
+)
+MIRROR_WITH_SOURCES = _e(10031, 400, "stream mirrors can not also contain other sources")
+SOURCE_MAX_MESSAGE_SIZE_TOO_BIG = _e(
+    10046, 400, "stream source must have max message size >= target"
+)
+SOURCE_DUPLICATE_DETECTED = _e(10140, 400, "duplicate source configuration detected")
+SOURCE_INVALID_STREAM_NAME = _e(10141, 400, "sourced stream name is invalid")
+MIRROR_INVALID_STREAM_NAME = _e(10142, 400, "mirrored stream name is invalid")
+MIRROR_WITH_FIRST_SEQ = _e(10143, 400, "stream mirrors can not have first sequence configured")
+SOURCE_MULTIPLE_FILTERS_NOT_ALLOWED = _e(
+    10144, 400, "source with multiple subject transforms cannot also have a single subject filter"
+)
+SOURCE_INVALID_SUBJECT_FILTER = _e(10145, 400, "source transform source: {err}")
+SOURCE_OVERLAPPING_SUBJECT_FILTERS = _e(10147, 400, "source filters can not overlap")
+MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED = _e(
+    10150, 400, "mirror with multiple subject transforms cannot also have a single subject filter"
+)
+MIRROR_INVALID_SUBJECT_FILTER = _e(10151, 400, "mirror transform source: {err}")
+MIRROR_OVERLAPPING_SUBJECT_FILTERS = _e(10152, 400, "mirror subject filters can not overlap")
+STREAM_TRANSFORM_INVALID_SOURCE = _e(10155, 400, "stream transform source: {err}")
+MIRROR_WITH_COUNTERS = _e(10173, 400, "stream mirrors can not also calculate counters")
+MIRROR_WITH_MSG_SCHEDULES = _e(10186, 400, "stream mirrors can not also schedule messages")
+SOURCE_WITH_MSG_SCHEDULES = _e(10187, 400, "stream source can not also schedule messages")
+MIRROR_WITH_BATCH_PUBLISH = _e(10209, 400, "stream mirrors can not also use batch publishing")
+MIRROR_DURABLE_CONSUMER_CFG_INVALID = _e(10213, 400, "stream mirror consumer config is invalid")
+SOURCE_DURABLE_CONSUMER_CFG_INVALID = _e(10215, 400, "stream source consumer config is invalid")
+SOURCE_DURABLE_CONSUMER_DUPLICATE_DETECTED = _e(
+    10216, 400, "duplicate stream source consumer detected"
+)

@@ -55,56 +55,6 @@ _PATH_SEPARATORS = frozenset("\\/")
 _JS_API_PREFIX = "$JS.API"
 _API_NAMESPACES = ("$JS.>", "$JSC.>", "$NRG.>")
 
-# Error specs that are not (yet) in protocol/errors.py, named as in nats-server's errors.json.
-STREAM_EXTERNAL_API_OVERLAP = ErrorSpec(
-    10021, 400, "stream external api prefix {prefix} must not overlap with {subject}"
-)
-STREAM_EXTERNAL_DEL_PREFIX_OVERLAPS = ErrorSpec(
-    10022, 400, "stream external delivery prefix {prefix} overlaps with stream subject {subject}"
-)
-STREAM_INVALID_EXTERNAL_DELIVERY_SUBJ = ErrorSpec(
-    10024, 400, "stream external delivery prefix {prefix} must not contain wildcards"
-)
-MIRROR_MAX_MESSAGE_SIZE_TOO_BIG = ErrorSpec(
-    10030, 400, "stream mirror must have max message size >= source"
-)
-MIRROR_WITH_SOURCES = ErrorSpec(10031, 400, "stream mirrors can not also contain other sources")
-SOURCE_MAX_MESSAGE_SIZE_TOO_BIG = ErrorSpec(
-    10046, 400, "stream source must have max message size >= target"
-)
-SOURCE_DUPLICATE_DETECTED = ErrorSpec(10140, 400, "duplicate source configuration detected")
-SOURCE_INVALID_STREAM_NAME = ErrorSpec(10141, 400, "sourced stream name is invalid")
-MIRROR_INVALID_STREAM_NAME = ErrorSpec(10142, 400, "mirrored stream name is invalid")
-MIRROR_WITH_FIRST_SEQ = ErrorSpec(
-    10143, 400, "stream mirrors can not have first sequence configured"
-)
-SOURCE_MULTIPLE_FILTERS_NOT_ALLOWED = ErrorSpec(
-    10144, 400, "source with multiple subject transforms cannot also have a single subject filter"
-)
-SOURCE_INVALID_SUBJECT_FILTER = ErrorSpec(10145, 400, "source transform source: {err}")
-SOURCE_OVERLAPPING_SUBJECT_FILTERS = ErrorSpec(10147, 400, "source filters can not overlap")
-MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED = ErrorSpec(
-    10150, 400, "mirror with multiple subject transforms cannot also have a single subject filter"
-)
-MIRROR_INVALID_SUBJECT_FILTER = ErrorSpec(10151, 400, "mirror transform source: {err}")
-MIRROR_OVERLAPPING_SUBJECT_FILTERS = ErrorSpec(10152, 400, "mirror subject filters can not overlap")
-STREAM_TRANSFORM_INVALID_SOURCE = ErrorSpec(10155, 400, "stream transform source: {err}")
-MIRROR_WITH_COUNTERS = ErrorSpec(10173, 400, "stream mirrors can not also calculate counters")
-MIRROR_WITH_MSG_SCHEDULES = ErrorSpec(10186, 400, "stream mirrors can not also schedule messages")
-SOURCE_WITH_MSG_SCHEDULES = ErrorSpec(10187, 400, "stream source can not also schedule messages")
-MIRROR_WITH_BATCH_PUBLISH = ErrorSpec(
-    10209, 400, "stream mirrors can not also use batch publishing"
-)
-MIRROR_DURABLE_CONSUMER_CFG_INVALID = ErrorSpec(
-    10213, 400, "stream mirror consumer config is invalid"
-)
-SOURCE_DURABLE_CONSUMER_CFG_INVALID = ErrorSpec(
-    10215, 400, "stream source consumer config is invalid"
-)
-SOURCE_DURABLE_CONSUMER_DUPLICATE_DETECTED = ErrorSpec(
-    10216, 400, "duplicate stream source consumer detected"
-)
-
 
 def _invalid(text: str) -> ApiError:
     return ApiError(errors.STREAM_INVALID_CONFIG, err=text)
@@ -385,16 +335,16 @@ def _check_mirror(
 ) -> None:
     mirror: StreamSource = u["mirror"]
     if u["first_seq"] > 0:
-        raise ApiError(MIRROR_WITH_FIRST_SEQ)
+        raise ApiError(errors.MIRROR_WITH_FIRST_SEQ)
     if u["subjects"]:
         raise ApiError(errors.MIRROR_WITH_SUBJECTS)
     if u["sources"]:
-        raise ApiError(MIRROR_WITH_SOURCES)
+        raise ApiError(errors.MIRROR_WITH_SOURCES)
     for flag, spec in (
-        ("allow_msg_counter", MIRROR_WITH_COUNTERS),
+        ("allow_msg_counter", errors.MIRROR_WITH_COUNTERS),
         ("allow_atomic", errors.MIRROR_WITH_ATOMIC_PUBLISH),
-        ("allow_batched", MIRROR_WITH_BATCH_PUBLISH),
-        ("allow_msg_schedules", MIRROR_WITH_MSG_SCHEDULES),
+        ("allow_batched", errors.MIRROR_WITH_BATCH_PUBLISH),
+        ("allow_msg_schedules", errors.MIRROR_WITH_MSG_SCHEDULES),
     ):
         if u[flag]:
             raise ApiError(spec)
@@ -407,19 +357,22 @@ def _check_mirror(
         or mirror.opt_start_time is not None
         or mirror.filter_subject
     ):
-        raise ApiError(MIRROR_DURABLE_CONSUMER_CFG_INVALID)
+        raise ApiError(errors.MIRROR_DURABLE_CONSUMER_CFG_INVALID)
     if mirror.filter_subject and mirror.subject_transforms:
-        raise ApiError(MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED)
+        raise ApiError(errors.MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED)
     if u["subject_delete_marker_ttl"] > 0:
         raise _invalid("subject delete markers forbidden on mirrors")
     _check_transform_sources(
-        mirror, MIRROR_INVALID_SUBJECT_FILTER, MIRROR_OVERLAPPING_SUBJECT_FILTERS, False
+        mirror,
+        errors.MIRROR_INVALID_SUBJECT_FILTER,
+        errors.MIRROR_OVERLAPPING_SUBJECT_FILTERS,
+        False,
     )
     if mirror.external is not None:
         prefixes.add_external(mirror)
         return
     if not is_valid_stream_name(mirror.name):
-        raise ApiError(MIRROR_INVALID_STREAM_NAME)
+        raise ApiError(errors.MIRROR_INVALID_STREAM_NAME)
     origin = existing.get(mirror.name)
     if origin is None:
         return
@@ -429,7 +382,7 @@ def _check_mirror(
         and origin.max_msg_size > 0
         and u["max_msg_size"] < origin.max_msg_size
     ):
-        raise ApiError(MIRROR_MAX_MESSAGE_SIZE_TOO_BIG)
+        raise ApiError(errors.MIRROR_MAX_MESSAGE_SIZE_TOO_BIG)
     if pedantic and u["mirror_direct"] != origin.allow_direct:
         raise _pedantic("origin stream has direct get set, mirror has it disabled")
     u["mirror_direct"] = origin.allow_direct
@@ -454,20 +407,23 @@ def _check_sources(
 ) -> None:
     sources: list[StreamSource] = u["sources"] or []
     if sources and u["allow_msg_schedules"]:
-        raise ApiError(SOURCE_WITH_MSG_SCHEDULES)
+        raise ApiError(errors.SOURCE_WITH_MSG_SCHEDULES)
     index_names: set[str] = set()
     consumer_names: set[str] = set()
     for src in sources:
         if not is_valid_stream_name(src.name):
-            raise ApiError(SOURCE_INVALID_STREAM_NAME)
+            raise ApiError(errors.SOURCE_INVALID_STREAM_NAME)
         iname = _source_index_name(src)
         if iname in index_names:
-            raise ApiError(SOURCE_DUPLICATE_DETECTED)
+            raise ApiError(errors.SOURCE_DUPLICATE_DETECTED)
         index_names.add(iname)
         if src.filter_subject and src.subject_transforms:
-            raise ApiError(SOURCE_MULTIPLE_FILTERS_NOT_ALLOWED)
+            raise ApiError(errors.SOURCE_MULTIPLE_FILTERS_NOT_ALLOWED)
         _check_transform_sources(
-            src, SOURCE_INVALID_SUBJECT_FILTER, SOURCE_OVERLAPPING_SUBJECT_FILTERS, True
+            src,
+            errors.SOURCE_INVALID_SUBJECT_FILTER,
+            errors.SOURCE_OVERLAPPING_SUBJECT_FILTERS,
+            True,
         )
         consumer = src.consumer
         if consumer is not None:
@@ -479,10 +435,10 @@ def _check_sources(
                 or src.opt_start_time is not None
                 or src.filter_subject
             ):
-                raise ApiError(SOURCE_DURABLE_CONSUMER_CFG_INVALID)
+                raise ApiError(errors.SOURCE_DURABLE_CONSUMER_CFG_INVALID)
             cname = f"{src.name}:{src.external.api if src.external else ''} {consumer.name}"
             if cname in consumer_names:
-                raise ApiError(SOURCE_DURABLE_CONSUMER_DUPLICATE_DETECTED)
+                raise ApiError(errors.SOURCE_DURABLE_CONSUMER_DUPLICATE_DETECTED)
             consumer_names.add(cname)
         if src.external is not None:
             prefixes.add_external(src)
@@ -493,16 +449,16 @@ def _check_sources(
         prefixes.stream_subjects.extend(origin.subjects)
         size = u["max_msg_size"]
         if size > 0 and origin.max_msg_size > 0 and size < origin.max_msg_size:
-            raise ApiError(SOURCE_MAX_MESSAGE_SIZE_TOO_BIG)
+            raise ApiError(errors.SOURCE_MAX_MESSAGE_SIZE_TOO_BIG)
 
 
 def _check_prefixes(prefixes: _Prefixes) -> None:
     for pfx in prefixes.deliver:
         if not _is_valid_publish_subject(pfx):
-            raise ApiError(STREAM_INVALID_EXTERNAL_DELIVERY_SUBJ, prefix=pfx)
+            raise ApiError(errors.STREAM_INVALID_EXTERNAL_DELIVERY_SUBJ, prefix=pfx)
         for sub in prefixes.stream_subjects:
             if subjects_collide(sub, f"{pfx}.{sub}"):
-                raise ApiError(STREAM_EXTERNAL_DEL_PREFIX_OVERLAPS, prefix=pfx, subject=sub)
+                raise ApiError(errors.STREAM_EXTERNAL_DEL_PREFIX_OVERLAPS, prefix=pfx, subject=sub)
     for api in prefixes.api:
         if not _is_valid_publish_subject(api):
             raise _invalid(
@@ -510,7 +466,7 @@ def _check_prefixes(prefixes: _Prefixes) -> None:
                 "without wildcards"
             )
         if subjects_collide(api, _JS_API_PREFIX):
-            raise ApiError(STREAM_EXTERNAL_API_OVERLAP, prefix=api, subject=_JS_API_PREFIX)
+            raise ApiError(errors.STREAM_EXTERNAL_API_OVERLAP, prefix=api, subject=_JS_API_PREFIX)
 
 
 def _check_cycles(
@@ -587,7 +543,9 @@ def _check_subjects(u: dict[str, Any]) -> None:
 def _check_transform_and_republish(u: dict[str, Any], pedantic: bool) -> None:
     transform = u["subject_transform"]
     if transform is not None and transform.src and not is_valid_subject(transform.src):
-        raise ApiError(STREAM_TRANSFORM_INVALID_SOURCE, err=f"invalid subject {transform.src}")
+        raise ApiError(
+            errors.STREAM_TRANSFORM_INVALID_SOURCE, err=f"invalid subject {transform.src}"
+        )
     republish = u["republish"]
     if republish is None:
         return
