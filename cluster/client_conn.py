@@ -45,6 +45,7 @@ class ClientConnection(asyncio.Protocol):
         self.pings_outstanding_max = pings_outstanding_max
         self.router = router
         self.cid = cid
+        self._info = info
         self.session = ps.ClientSession(info, max_payload)
         self.transport: asyncio.Transport | None = None
         self.subs: dict[str, Subscription] = {}
@@ -63,6 +64,9 @@ class ClientConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it
         self.transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        if peer:  # the INFO tells a client the address the server sees it at
+            self.session.set_info({**self._info, "client_ip": peer[0]})
         self.send_raw(self.session.initial_bytes())
         self._ping_timer = asyncio.get_running_loop().call_later(FIRST_PING_INTERVAL_S, self._ping)
 

@@ -72,7 +72,7 @@ class Server:
         self._stopped = asyncio.Event()
         self.port = opts.port
 
-    def info(self, cid: int, peer: tuple[str, int] | None) -> dict[str, Any]:
+    def info(self, cid: int) -> dict[str, Any]:
         info: dict[str, Any] = {
             "server_id": self.server_id,
             "server_name": self.name,
@@ -86,7 +86,7 @@ class Server:
             "max_payload": self.opts.max_payload,
             "jetstream": True,
             "client_id": cid,
-            "client_ip": peer[0] if peer else "",
+            "client_ip": "",
             "api_lvl": 5,
             "xkey": self.xkey,
         }
@@ -95,7 +95,15 @@ class Server:
     def _new_connection(self) -> ClientConnection:
         self._next_cid += 1
         cid = self._next_cid
-        conn = _PeerAwareConnection(self, cid)
+        opts = self.opts
+        conn = ClientConnection(
+            self.router,
+            self.info(cid),
+            opts.max_payload,
+            cid,
+            ping_interval_s=opts.ping_interval_s,
+            pings_outstanding_max=opts.ping_max,
+        )
         self._conns[cid] = conn
         conn.on_close.append(lambda c: self._conns.pop(c.cid, None))
         return conn
@@ -153,28 +161,3 @@ class Server:
             "subscriptions": self.router.sublist.count(),
             "pid": os.getpid(),
         }
-
-
-class _PeerAwareConnection(ClientConnection):
-    """Fills client_ip into INFO once the socket's peer is known."""
-
-    def __init__(self, server: Server, cid: int) -> None:
-        self._server = server
-        opts = server.opts
-        super().__init__(
-            server.router,
-            server.info(cid, None),
-            opts.max_payload,
-            cid,
-            ping_interval_s=opts.ping_interval_s,
-            pings_outstanding_max=opts.ping_max,
-        )
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        peer = transport.get_extra_info("peername")
-        from protocol.session import ClientSession
-
-        self.session = ClientSession(
-            self._server.info(self.cid, peer), self._server.opts.max_payload
-        )
-        super().connection_made(transport)
