@@ -68,7 +68,9 @@ class ClientConnection(asyncio.Protocol):
         if peer:  # the INFO tells a client the address the server sees it at
             self.session.set_info({**self._info, "client_ip": peer[0]})
         self.send_raw(self.session.initial_bytes())
-        self._ping_timer = asyncio.get_running_loop().call_later(FIRST_PING_INTERVAL_S, self._ping)
+        self._ping_timer = asyncio.get_running_loop().call_later(
+            min(FIRST_PING_INTERVAL_S, self.ping_interval_s), self._ping
+        )
 
     def _ping(self) -> None:
         """Probe the client as nats-server does; one that stops answering is cut off, so a

@@ -72,3 +72,17 @@ async def test_client_that_never_answers_is_stale(kind: str, tmp_path: Path) -> 
         writer.close()
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("kind", [NATS_KIND, JETRAFT_KIND])
+async def test_first_ping_comes_no_later_than_the_ping_interval(kind: str, tmp_path: Path) -> None:
+    server = _start(kind, tmp_path, 'ping_interval: "300ms"\nping_max: 5\n')
+    try:
+        reader, writer = await asyncio.open_connection(HOST, server.port)
+        writer.write(b'CONNECT {"verbose":false}\r\n')
+        # the default first probe comes after 2 s; a shorter interval must bring it forward
+        seen = await _read_until(reader, b"PING\r\n", time.monotonic() + 1.5)
+        assert b"PING\r\n" in seen
+        writer.close()
+    finally:
+        server.stop()
