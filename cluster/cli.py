@@ -15,6 +15,7 @@ from typing import Any
 
 from cluster.batching import BatchConfigError, batch_limits_from_config
 from cluster.config_file import ConfigError, parse_config
+from cluster.local_cluster import add_cluster_parser, run_cluster_command
 from cluster.server import Server, ServerOptions
 from protocol.timefmt import parse_go_duration
 
@@ -29,6 +30,9 @@ def _server_parser(sub: Any) -> None:
     p.add_argument("-m", "--http_port", type=int, help="monitoring HTTP port")
     p.add_argument("-js", "--jetstream", action="store_true", help="accepted; always on")
     p.add_argument("-D", "--debug", action="store_true", help="debug logging")
+    p.add_argument("--cluster_name", help="cluster name")
+    p.add_argument("--cluster", help="cluster URL to listen on for routes, nats://host:port")
+    p.add_argument("--routes", help="comma-separated route URLs (nats://host:port,...)")
 
 
 GC_THRESHOLDS = (50_000, 20, 20)  # CPython defaults (700, 10, 10) collect ~70x as often
@@ -71,6 +75,7 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
         opts.ping_interval_s = _seconds(conf["ping_interval"])
     if "ping_max" in conf:
         opts.ping_max = int(conf["ping_max"])
+    _cluster_options(args, conf, opts)
     try:
         batch_limits = batch_limits_from_config(conf)
     except BatchConfigError as exc:
@@ -78,6 +83,42 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
     if batch_limits is not None:
         opts.batch_limits = batch_limits
     return opts
+
+
+def _split_url(url: str) -> tuple[str, int]:
+    """``nats://host:port`` or ``host:port`` → (host, port); SystemExit on anything else."""
+    rest = url.split("://", 1)[1] if "://" in url else url
+    rest = rest.rsplit("@", 1)[-1].rstrip("/")
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit():
+        raise SystemExit(f"jetraft: invalid cluster URL {url!r}: expected nats://host:port")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _cluster_options(args: argparse.Namespace, conf: dict[str, Any], opts: ServerOptions) -> None:
+    block = conf.get("cluster") if isinstance(conf.get("cluster"), dict) else {}
+    assert isinstance(block, dict)
+    flag_cluster = getattr(args, "cluster", None)
+    flag_routes = getattr(args, "routes", None)
+    flag_name = getattr(args, "cluster_name", None)
+    listen = flag_cluster or block.get("listen")
+    if listen is None and ("host" in block or "port" in block):
+        listen = f"{block.get('host', '0.0.0.0')}:{block.get('port', 6222)}"
+    if listen is not None:
+        opts.cluster_host, opts.cluster_port = _split_url(str(listen))
+    opts.cluster_name = flag_name or str(block.get("name", ""))
+    routes: list[str] = []
+    if flag_routes:
+        routes = [r.strip() for r in flag_routes.split(",") if r.strip()]
+    elif isinstance(block.get("routes"), list):
+        routes = [str(r) for r in block["routes"]]
+    for route in routes:
+        _split_url(route)
+    opts.routes = routes
+    if opts.clustered and not opts.cluster_name:
+        raise SystemExit("jetraft: a cluster needs a name (--cluster_name or cluster { name })")
+    if opts.clustered and not opts.server_name:
+        raise SystemExit("jetraft: a cluster node needs a server name (-n or server_name)")
 
 
 async def _serve(opts: ServerOptions) -> None:
@@ -95,7 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="jetraft")
     sub = parser.add_subparsers(dest="command", required=True)
     _server_parser(sub)
+    add_cluster_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "cluster":
+        return run_cluster_command(args)
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.INFO,
         format="[%(process)d] %(asctime)s %(levelname)s %(name)s: %(message)s",

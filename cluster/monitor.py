@@ -35,7 +35,8 @@ class MonitorServer:
     def _route(self, path: str) -> tuple[int, Any]:
         path = path.split("?", 1)[0].rstrip("/") or "/"
         if path == "/healthz":
-            return 200, {"status": "ok"}
+            ok, why = self.server.healthy()
+            return (200, {"status": "ok"}) if ok else (503, {"status": "unavailable", "error": why})
         if path == "/varz":
             return 200, self.server.varz()
         if path == "/jsz":

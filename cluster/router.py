@@ -6,6 +6,12 @@ plain subscriber gets a copy, each queue group gets one member chosen at random,
 ``echo:false`` does not get its own messages, and a request nobody answers gets the 503
 no-responders status when the publisher asked for it.
 
+In a cluster the index also holds peers' interest (``Subscription.route`` set, learned over
+routes): a message goes once to every peer with matching plain interest, and a queue group's one
+member is chosen among local and remote members alike, weighted by each peer's member count — so
+requests to a queue group (Direct Get in ``_sys_``) spread over every responder in the cluster.
+A message that arrived from a route is delivered locally only (the mesh is full).
+
 Must never: block, or await. Delivery appends to connection buffers; internal handlers are plain
 callables that schedule their own asynchronous work.
 """
@@ -14,7 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from protocol.headers import encode_header_block
 from protocol.sublist import Sublist
@@ -23,12 +29,38 @@ if TYPE_CHECKING:
     from cluster.client_conn import ClientConnection
 
 InternalHandler = Callable[[str, str | None, bytes | None, bytes], None]
+# (subject, queue, local member count, excluded prefix): called when this node's interest changes
+InterestListener = Callable[[str, str | None, int, str | None], None]
+
+
+class RouteForwarder(Protocol):
+    def forward(
+        self,
+        peer: str,
+        subject: str,
+        reply: str | None,
+        hdr: bytes | None,
+        payload: bytes,
+        plain: bool,
+        queues: list[str],
+    ) -> None: ...
 
 
 class Subscription:
     """A client subscription (``conn`` set) or an internal one (``handler`` set)."""
 
-    __slots__ = ("conn", "delivered", "exclude", "handler", "max_msgs", "queue", "sid", "subject")
+    __slots__ = (
+        "conn",
+        "delivered",
+        "exclude",
+        "handler",
+        "max_msgs",
+        "queue",
+        "route",
+        "sid",
+        "subject",
+        "weight",
+    )
 
     def __init__(
         self,
@@ -47,6 +79,9 @@ class Subscription:
         self.delivered = 0
         # subjects under this prefix are not this subscription's, though its wildcard matches them
         self.exclude: str | None = None
+        # set for a peer's interest: the peer's name, and its member count for a queue group
+        self.route: str | None = None
+        self.weight = 1
 
 
 class Router:
@@ -56,12 +91,65 @@ class Router:
         self._internal_sid = 0
         self.in_msgs = 0
         self.out_msgs = 0
+        self.forwarder: RouteForwarder | None = None
+        self.interest_listener: InterestListener | None = None
+        self._local_interest: dict[tuple[str, str | None], int] = {}
+        self._local_exclude: dict[tuple[str, str | None], str] = {}
+        self._remote: dict[tuple[str, str, str | None], Subscription] = {}
 
     def add(self, sub: Subscription) -> None:
         self.sublist.insert(sub.subject, sub.queue, sub)
+        self._interest_changed(sub, 1)
 
     def remove(self, sub: Subscription) -> None:
-        self.sublist.remove(sub.subject, sub.queue, sub)
+        if self.sublist.remove(sub.subject, sub.queue, sub):
+            self._interest_changed(sub, -1)
+
+    def _interest_changed(self, sub: Subscription, delta: int) -> None:
+        key = (sub.subject, sub.queue)
+        count = self._local_interest.get(key, 0) + delta
+        if count > 0:
+            self._local_interest[key] = count
+            if sub.exclude is not None:
+                self._local_exclude[key] = sub.exclude
+        else:
+            self._local_interest.pop(key, None)
+            self._local_exclude.pop(key, None)
+            count = 0
+        if self.interest_listener is not None:
+            self.interest_listener(sub.subject, sub.queue, count, self._local_exclude.get(key))
+
+    def local_interest(self) -> list[tuple[str, str | None, int, str | None]]:
+        """Every (subject, queue, members, excluded prefix) this node has: what a newly
+        connected peer is told."""
+        return [
+            (subj, queue, n, self._local_exclude.get((subj, queue)))
+            for (subj, queue), n in self._local_interest.items()
+        ]
+
+    # --- peers' interest -------------------------------------------------------------------
+    def set_remote(
+        self, peer: str, subject: str, queue: str | None, weight: int, exclude: str | None = None
+    ) -> None:
+        key = (peer, subject, queue)
+        sub = self._remote.get(key)
+        if sub is None:
+            sub = Subscription(subject, queue, f"_ROUTE_{peer}")
+            sub.route = peer
+            self._remote[key] = sub
+            self.sublist.insert(subject, queue, sub)
+        sub.weight = max(1, weight)
+        sub.exclude = exclude
+
+    def remove_remote(self, peer: str, subject: str, queue: str | None) -> None:
+        sub = self._remote.pop((peer, subject, queue), None)
+        if sub is not None:
+            self.sublist.remove(subject, queue, sub)
+
+    def drop_peer(self, peer: str) -> None:
+        for key in [k for k in self._remote if k[0] == peer]:
+            sub = self._remote.pop(key)
+            self.sublist.remove(sub.subject, sub.queue, sub)
 
     def subscribe_internal(
         self,
@@ -88,25 +176,90 @@ class Router:
         self.in_msgs += 1
         result = self.sublist.match(subject)
         delivered = 0
+        plain_peers: set[str] | None = None
+        peer_queues: dict[str, list[str]] | None = None
         for sub in result.plain:
+            if sub.route is not None:
+                if sub.exclude is not None and subject.startswith(sub.exclude):
+                    continue
+                if plain_peers is None:
+                    plain_peers = set()
+                plain_peers.add(sub.route)
+                continue
             if origin is not None and sub.conn is origin and not origin.echo:
                 continue
             if sub.exclude is not None and subject.startswith(sub.exclude):
                 continue
             self._deliver(sub, subject, reply, hdr, payload)
             delivered += 1
-        for members in result.queues.values():
+        for queue, members in result.queues.items():
             candidates = members
             if origin is not None and not origin.echo:
                 candidates = [m for m in members if m.conn is not origin]
                 if not candidates:
                     continue
-            sub = candidates[0] if len(candidates) == 1 else self._rng.choice(candidates)
+            sub = self._choose(candidates)
+            if sub.route is not None:
+                if peer_queues is None:
+                    peer_queues = {}
+                peer_queues.setdefault(sub.route, []).append(queue)
+                continue
             self._deliver(sub, subject, reply, hdr, payload)
             delivered += 1
+        if (plain_peers or peer_queues) and self.forwarder is not None:
+            delivered += self._forward(subject, reply, hdr, payload, plain_peers, peer_queues)
         if delivered == 0 and reply and origin is not None and origin.no_responders:
             self._no_responders(subject, reply, origin)
         return delivered
+
+    def _choose(self, candidates: list[Subscription]) -> Subscription:
+        if len(candidates) == 1:
+            return candidates[0]
+        if any(m.route is not None for m in candidates):
+            weights = [m.weight for m in candidates]
+            return self._rng.choices(candidates, weights)[0]
+        return self._rng.choice(candidates)
+
+    def _forward(
+        self,
+        subject: str,
+        reply: str | None,
+        hdr: bytes | None,
+        payload: bytes,
+        plain_peers: set[str] | None,
+        peer_queues: dict[str, list[str]] | None,
+    ) -> int:
+        assert self.forwarder is not None
+        peers = set(plain_peers or ()) | set(peer_queues or ())
+        for peer in peers:
+            queues = peer_queues.get(peer, []) if peer_queues else []
+            plain = plain_peers is not None and peer in plain_peers
+            self.forwarder.forward(peer, subject, reply, hdr, payload, plain, queues)
+        return len(peers)
+
+    def deliver_routed(
+        self,
+        subject: str,
+        reply: str | None,
+        hdr: bytes | None,
+        payload: bytes,
+        plain: bool,
+        queues: list[str],
+    ) -> None:
+        """A message a peer forwarded: local subscribers only, and only what the peer chose."""
+        self.in_msgs += 1
+        result = self.sublist.match(subject)
+        if plain:
+            for sub in result.plain:
+                if sub.route is not None:
+                    continue
+                if sub.exclude is not None and subject.startswith(sub.exclude):
+                    continue
+                self._deliver(sub, subject, reply, hdr, payload)
+        for queue in queues:
+            local = [m for m in result.queues.get(queue, ()) if m.route is None]
+            if local:
+                self._deliver(self._choose(local), subject, reply, hdr, payload)
 
     def _deliver(
         self, sub: Subscription, subject: str, reply: str | None, hdr: bytes | None, payload: bytes

@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from cluster.client_conn import PING_INTERVAL_S, PINGS_OUTSTANDING_MAX, ClientConnection
+from cluster.clustered_jetstream import ClusteredJetStream
 from cluster.jetstream import JetStream
 from cluster.monitor import MonitorServer
 from cluster.router import Router
+from cluster.routes import RouteManager
 from engine.batch import BatchLimits
 
 log = logging.getLogger("jetraft.server")
@@ -47,6 +49,15 @@ class ServerOptions:
     ping_max: int = PINGS_OUTSTANDING_MAX
     # jetstream { limits { batch { ... } } }: atomic batch publish limits (ADR-50)
     batch_limits: BatchLimits = field(default_factory=BatchLimits)
+    # cluster { name, listen, routes }: absent listen = a single server without Raft
+    cluster_name: str = ""
+    cluster_host: str = ""
+    cluster_port: int = 0
+    routes: list[str] = field(default_factory=list)
+
+    @property
+    def clustered(self) -> bool:
+        return bool(self.cluster_host or self.cluster_port)
 
 
 def _server_id() -> str:
@@ -62,9 +73,29 @@ class Server:
         self.xkey = "X" + self.server_id[1:]
         self.name = opts.server_name or self.server_id
         self.router = Router()
-        self.jetstream = JetStream(
-            self.router, opts.store_dir, self.name, batch_limits=opts.batch_limits
-        )
+        self.routes: RouteManager | None = None
+        self.jetstream: JetStream
+        if opts.clustered:
+            self.routes = RouteManager(
+                self.name,
+                opts.cluster_name,
+                opts.cluster_host,
+                opts.cluster_port,
+                opts.routes,
+                self.router,
+            )
+            self.jetstream = ClusteredJetStream(
+                self.router,
+                opts.store_dir,
+                self.name,
+                self.routes,
+                opts.cluster_name,
+                batch_limits=opts.batch_limits,
+            )
+        else:
+            self.jetstream = JetStream(
+                self.router, opts.store_dir, self.name, batch_limits=opts.batch_limits
+            )
         self.monitor: MonitorServer | None = None
         self._listener: asyncio.Server | None = None
         self._conns: dict[int, ClientConnection] = {}
@@ -110,6 +141,8 @@ class Server:
 
     async def start(self) -> None:
         self.opts.store_dir.mkdir(parents=True, exist_ok=True)
+        if self.routes is not None:
+            await self.routes.start()
         self.jetstream.start()
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(
@@ -139,6 +172,8 @@ class Server:
         for conn in list(self._conns.values()):
             conn.close()
         await self.jetstream.close()
+        if self.routes is not None:
+            await self.routes.close()
         if self.monitor is not None:
             await self.monitor.stop()
         if self._listener is not None:
@@ -160,4 +195,25 @@ class Server:
             "out_msgs": self.router.out_msgs,
             "subscriptions": self.router.sublist.count(),
             "pid": os.getpid(),
+            **self._cluster_varz(),
         }
+
+    def _cluster_varz(self) -> dict[str, Any]:
+        if self.routes is None:
+            return {}
+        return {
+            "cluster": {
+                "name": self.opts.cluster_name,
+                "addr": self.opts.cluster_host,
+                "cluster_port": self.routes.port,
+                "urls": self.opts.routes,
+                "connected": self.routes.connected_peers(),
+            }
+        }
+
+    def healthy(self) -> tuple[bool, str]:
+        """Ready for clients: standalone at once; in a cluster once a meta leader is known."""
+        js = self.jetstream
+        if isinstance(js, ClusteredJetStream) and not js.ready.is_set():
+            return False, "JetStream has not joined the cluster (no meta leader)"
+        return True, ""

@@ -183,6 +183,20 @@ class Stream:
         self._ttl.tracking = self._config.allow_msg_ttl
         self._rebuild_from_store(has_meta=meta is not None)
 
+    @classmethod
+    def open(cls, store: MessageStore) -> Stream:
+        """The stream a restart finds on ``store``, which must hold engine meta (else
+        ``StreamMetaError``): config, creation time and bookkeeping from the meta, indexes and
+        dedupe window rebuilt from the stored messages (used by ``engine/state_transfer.py``)."""
+        meta = store.get_meta()
+        if meta is None:
+            raise StreamMetaError("the store holds no stream meta")
+        # The constructor wants a config and creation time although the meta overrides them:
+        # read them from the meta first, on a bare instance.
+        probe = cls.__new__(cls)
+        config = probe._restore_meta(meta)
+        return cls(config, store, probe._created_ns)
+
     # ================================================================== apply
 
     @property
@@ -914,6 +928,10 @@ class Stream:
 
     def _msg_size(self, subject: str, hdr: bytes, data: bytes) -> int:
         return limits.msg_size_bytes(self._config.storage, _utf8_len(subject), len(hdr), len(data))
+
+    def meta_blob(self) -> bytes:
+        """The engine meta blob exactly as ``apply`` persists it (state transfer ships it)."""
+        return self._encode_meta()
 
     def _encode_meta(self) -> bytes:
         msg_id = self._last_msg_id.encode("utf-8", "surrogatepass")

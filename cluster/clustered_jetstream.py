@@ -1,0 +1,540 @@
+"""JetStream in a cluster: the meta group, stream placement, and who answers which API request.
+
+The **meta group** is a Raft group over every node. Its log holds stream assignments
+(``cluster/meta_state.py``): name, config, peers. Every node applies it and opens a local replica
+(``ReplicatedStreamHost``, with its own Raft group) for each stream it is a peer of.
+
+Every node subscribes to ``$JS.API.>`` and interest travels over the routes, so every request
+reaches every node; exactly one answers, the one nats-server would answer from:
+
+* the meta leader: account ``INFO``, ``STREAM.NAMES``, ``STREAM.LIST``, ``STREAM.CREATE``,
+  ``STREAM.DELETE``, and any stream request for a stream that does not exist;
+* the stream's leader: ``STREAM.INFO``, ``STREAM.UPDATE``, ``STREAM.PURGE``, ``STREAM.MSG.GET``
+  (after a read barrier), ``STREAM.MSG.DELETE``.
+
+With no leader (an election in progress) nobody answers and the client times out, as with
+nats-server. The meta leader gathers stream info it does not hold from each stream's leader with
+an internal request on ``$JSC.SI.<stream>``.
+
+Must never: answer a request another node answers too, or change an assignment except through the
+meta log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from cluster.jetstream import API_PREFIX, MSGS_DIR, JetStream, _api_level_ok, _dumps
+from cluster.meta_state import Assignment, MetaState, decode_meta_command, encode_meta_command
+from cluster.raft_group import NotLeaderError, RaftDriver, RaftGroup
+from cluster.replicated_stream import ReplicatedStreamHost
+from cluster.router import Router, Subscription
+from cluster.routes import RouteManager
+from engine.batch import BatchLimits
+from engine.entries import UpdateConfigEntry
+from engine.filestore import FileStore
+from engine.memstore import MemoryStore
+from engine.msg_get import answer_msg_get, parse_msg_get_request
+from engine.store import MessageStore
+from engine.stream import Stream
+from protocol import api_json
+from protocol import errors as E
+from protocol.errors import ApiError
+from protocol.headers import get_header
+from protocol.models import StreamConfig
+from protocol.stream_config import normalize_create, normalize_update
+from protocol.timefmt import format_rfc3339nano
+
+log = logging.getLogger("jetraft.cluster")
+
+META_GROUP = "META"
+PEERS_FILE = "peers.json"
+INTERNAL_REQUEST_TIMEOUT_S = 1.0
+CREATE_LEADER_WAIT_S = 10.0  # a new stream's group elects a leader before CREATE is answered
+STREAM_INFO_SUBJECT = "$JSC.SI."
+_META_OPS = {"ACCOUNT_INFO", "NAMES", "LIST", "CREATE", "DELETE"}
+
+
+class ClusteredJetStream(JetStream):
+    def __init__(
+        self,
+        router: Router,
+        store_dir: Path,
+        server_name: str,
+        routes: RouteManager,
+        cluster_name: str,
+        batch_limits: BatchLimits | None = None,
+    ) -> None:
+        super().__init__(router, store_dir, server_name, batch_limits=batch_limits)
+        self.routes = routes
+        self.cluster_name = cluster_name
+        self.driver = RaftDriver(routes)
+        self.meta_dir = store_dir / "jetstream" / "meta"
+        self.meta: RaftGroup | None = None
+        self.state = MetaState()
+        self.peers: list[str] = []
+        self.replicas: dict[str, ReplicatedStreamHost] = {}
+        self._leader_subs: dict[str, Subscription] = {}
+        self._inbox_seq = 0
+        self._form_task: asyncio.Task[None] | None = None
+        self.ready = asyncio.Event()
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        self.streams_dir.mkdir(parents=True, exist_ok=True)
+        self.meta_dir.mkdir(parents=True, exist_ok=True)
+        self.router.subscribe_internal(
+            API_PREFIX + ">", self._on_api, exclude=API_PREFIX + "DIRECT.GET."
+        )
+        self.driver.start()
+        self.driver.tick_callbacks.append(self._on_tick)
+        self._form_task = asyncio.get_running_loop().create_task(self._form_meta())
+        self._form_task.add_done_callback(_log_failure)
+
+    async def _form_meta(self) -> None:
+        """Start the meta group once its membership is known: from disk after the first start,
+        else from the names behind every route URL (every node must be reachable once)."""
+        peers_path = self.meta_dir / PEERS_FILE
+        if peers_path.is_file():
+            peers = list(json.loads(peers_path.read_bytes())["peers"])
+        else:
+            await self.routes.all_resolved.wait()
+            peers = sorted(set(self.routes.resolved.values()) | {self.server_name})
+            from cluster.jetstream import _write_atomic
+
+            _write_atomic(peers_path, json.dumps({"v": 1, "peers": peers}).encode())
+        self.peers = peers
+        log.info("meta group over %s", ", ".join(peers))
+        self.meta = RaftGroup(
+            META_GROUP,
+            self.server_name,
+            peers,
+            self.meta_dir / "raft",
+            self.routes,
+            self.driver,
+            self._apply_meta,
+            snapshot_fn=lambda _i: self.state.to_json(),
+            restore_fn=self._restore_meta,
+        )
+        self.driver.add(self.meta)
+
+    async def close(self) -> None:
+        if self._form_task is not None:
+            self._form_task.cancel()
+        for task in list(self._tasks):
+            await asyncio.wait({task}, timeout=5)
+        for host in list(self.replicas.values()):
+            await host.close()
+        self.replicas.clear()
+        self.streams.clear()
+        await self.driver.close()
+
+    def _on_tick(self) -> None:
+        meta = self.meta
+        if meta is not None and not self.ready.is_set() and meta.leader_id is not None:
+            self.ready.set()
+        for host in self.replicas.values():
+            host.on_tick()
+
+    @property
+    def meta_leader(self) -> str | None:
+        return None if self.meta is None else self.meta.leader_id
+
+    @property
+    def is_meta_leader(self) -> bool:
+        return self.meta is not None and self.meta.is_leader
+
+    # --- the meta state machine ---------------------------------------------------------------
+    def _apply_meta(self, _index: int, payload: bytes) -> Any:
+        cmd = decode_meta_command(payload)
+        result = self.state.apply(cmd)
+        asyncio.get_running_loop().call_soon(self._reconcile)
+        return result
+
+    def _restore_meta(self, _index: int, state: dict[str, Any]) -> None:
+        self.state = MetaState.from_json(state)
+        asyncio.get_running_loop().call_soon(self._reconcile)
+
+    def _reconcile(self) -> None:
+        """Open a replica for every assignment this node is a peer of; drop the others."""
+        for name, sa in self.state.assignments.items():
+            if self.server_name in sa.peers and name not in self.replicas:
+                try:
+                    self._open_replica(sa)
+                except Exception:
+                    log.exception("stream %s: replica could not be opened", name)
+        for name in [n for n in self.replicas if n not in self.state.assignments]:
+            host = self.replicas.pop(name)
+            self.streams.pop(name, None)
+            self._drop_leader_sub(name)
+            task = asyncio.get_running_loop().create_task(self._remove_replica(name, host))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _remove_replica(self, name: str, host: ReplicatedStreamHost) -> None:
+        await host.close()
+        shutil.rmtree(self.streams_dir / name, ignore_errors=True)
+
+    def _open_replica(self, sa: Assignment) -> ReplicatedStreamHost:
+        cfg = StreamConfig.model_validate(sa.config)
+        stream_dir = self.streams_dir / cfg.name
+        stream_dir.mkdir(parents=True, exist_ok=True)
+        store: MessageStore
+        if cfg.storage == "file":
+            store = FileStore(stream_dir / MSGS_DIR)
+        else:
+            store = MemoryStore()
+        stream = Stream(cfg, store, sa.created_ns)
+        host = ReplicatedStreamHost(
+            stream,
+            store,
+            self.router,
+            raft_dir=stream_dir / "raft",
+            self_id=self.server_name,
+            peers=sa.peers,
+            routes=self.routes,
+            driver=self.driver,
+            batch_context=self.batch_context,
+            on_leader_change=self._stream_leader_changed,
+        )
+        self.replicas[cfg.name] = host
+        self.streams[cfg.name] = host
+        self.created_ns[cfg.name] = sa.created_ns
+        host.start()
+        return host
+
+    def _stream_leader_changed(self, host: ReplicatedStreamHost) -> None:
+        name = host.name
+        if host.is_leader and name not in self._leader_subs:
+            self._leader_subs[name] = self.router.subscribe_internal(
+                STREAM_INFO_SUBJECT + name, functools.partial(self._answer_internal_info, name)
+            )
+        elif not host.is_leader:
+            self._drop_leader_sub(name)
+
+    def _drop_leader_sub(self, name: str) -> None:
+        sub = self._leader_subs.pop(name, None)
+        if sub is not None:
+            self.router.remove(sub)
+
+    def _answer_internal_info(
+        self, name: str, _subject: str, reply: str | None, _hdr: bytes | None, _data: bytes
+    ) -> None:
+        host = self.replicas.get(name)
+        if reply and host is not None and host.is_leader:
+            info = self._info(host, "", dynamic_metadata=False)
+            self.router.publish(reply, None, None, _dumps(info))
+
+    # --- who answers --------------------------------------------------------------------------
+    def _on_api(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes) -> None:
+        if not reply:
+            return
+        tokens = subject.split(".")
+        handler = self._route(tokens)
+        if handler is None:
+            return
+        fn, type_, stream_name = handler
+        op = "ACCOUNT_INFO" if tokens[2] == "INFO" else tokens[3]
+        if not self._answers(op, stream_name):
+            return
+        level = get_header(hdr, "Nats-Required-Api-Level") if hdr else None
+        if level is not None and not _api_level_ok(level):
+            self._reply_error(reply, type_, ApiError(E.REQUIRED_API_LEVEL))
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._run(fn, type_, stream_name, reply, payload)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _answers(self, op: str, stream_name: str) -> bool:
+        if op in _META_OPS:
+            return self.is_meta_leader
+        if stream_name not in self.state.assignments:
+            return self.is_meta_leader  # "stream not found" comes from the meta leader
+        host = self.replicas.get(stream_name)
+        return host is not None and host.is_leader
+
+    # --- internal requests --------------------------------------------------------------------
+    async def _internal_request(self, subject: str, timeout_s: float) -> bytes | None:
+        self._inbox_seq += 1
+        inbox = f"$JSC.R.{self.server_name}.{self._inbox_seq}"
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+        def on_reply(_s: str, _r: str | None, _h: bytes | None, data: bytes) -> None:
+            if not future.done():
+                future.set_result(data)
+
+        sub = self.router.subscribe_internal(inbox, on_reply)
+        try:
+            self.router.publish(subject, inbox, None, b"")
+            return await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            return None
+        finally:
+            self.router.remove(sub)
+
+    async def _leader_info(self, name: str) -> dict[str, Any] | None:
+        host = self.replicas.get(name)
+        if host is not None and host.is_leader:
+            return self._info(host, "", dynamic_metadata=False)
+        data = await self._internal_request(STREAM_INFO_SUBJECT + name, INTERNAL_REQUEST_TIMEOUT_S)
+        if data is None:
+            return None
+        info: dict[str, Any] = json.loads(data)
+        return info
+
+    # --- info with the cluster object ---------------------------------------------------------
+    def _info(
+        self,
+        host: Any,
+        type_: str,
+        *,
+        deleted_details: bool = False,
+        subjects: dict[str, int] | None = None,
+        **kw: Any,
+    ) -> dict[str, Any]:
+        if isinstance(host, ReplicatedStreamHost) and "cluster" not in kw:
+            kw["cluster"] = self._cluster_info(host)
+        return super()._info(host, type_, deleted_details=deleted_details, subjects=subjects, **kw)
+
+    def _cluster_info(self, host: ReplicatedStreamHost) -> dict[str, Any]:
+        group = host.group
+        out: dict[str, Any] = {"name": self.cluster_name, "raft_group": group.group_name}
+        leader = group.leader_id
+        if leader is not None:
+            out["leader"] = leader
+            out["leader_since"] = format_rfc3339nano(group.last_leader_change_ns)
+        if group.is_leader:
+            last = group.last_log_index
+            replicas = []
+            for peer, (match, idle_s) in sorted(group.peer_progress().items()):
+                lag = max(0, last - match)
+                entry: dict[str, Any] = {
+                    "name": peer,
+                    "current": lag == 0 and self.routes.connected(peer),
+                    "active": int(idle_s * 1e9),
+                }
+                if not self.routes.connected(peer):
+                    entry["offline"] = True
+                if lag:
+                    entry["lag"] = lag
+                entry["peer"] = peer
+                replicas.append(entry)
+            out["replicas"] = replicas
+        return out
+
+    # --- handlers (meta leader) ---------------------------------------------------------------
+    def _configs(self, exclude: str = "") -> dict[str, StreamConfig]:
+        return {
+            n: StreamConfig.model_validate(sa.config)
+            for n, sa in self.state.assignments.items()
+            if n != exclude
+        }
+
+    async def _api_info(self, _stream: str, _payload: bytes) -> dict[str, Any]:
+        memory = storage = 0
+        for name, sa in self.state.assignments.items():
+            info = await self._leader_info(name)
+            b = int(info["state"]["bytes"]) if info else 0
+            if sa.config.get("storage") == "memory":
+                memory += b
+            else:
+                storage += b
+        return api_json.account_info(
+            memory=memory,
+            storage=storage,
+            streams=len(self.state.assignments),
+            consumers=0,
+            api_level=5,
+            api_total=self.api_total,
+            api_errors=self.api_errors,
+        )
+
+    def _online_nodes(self) -> list[str]:
+        return sorted(p for p in self.peers if p == self.server_name or self.routes.connected(p))
+
+    def _place(self, replicas: int) -> list[str]:
+        """The ``replicas`` online nodes with the fewest streams; the first is the preferred
+        leader, so leaders spread as streams are added."""
+        load = {p: 0 for p in self._online_nodes()}
+        leads = {p: 0 for p in load}
+        for sa in self.state.assignments.values():
+            for i, p in enumerate(sa.peers):
+                if p in load:
+                    load[p] += 1
+                    if i == 0:
+                        leads[p] += 1
+        if replicas > len(load):
+            detail = "no suitable peers for placement"
+            if len(load) < len(self.peers):
+                detail += ", peer offline"
+            raise ApiError(E.CLUSTER_NO_PEERS, err=detail)
+        chosen = sorted(load, key=lambda p: (load[p], p))[:replicas]
+        chosen.sort(key=lambda p: (leads[p], load[p], p))
+        return chosen
+
+    async def _propose_meta(self, command: dict[str, Any]) -> Any:
+        if self.meta is None:
+            raise ApiError(E.CLUSTER_NOT_AVAIL)
+        future = self.meta.propose(encode_meta_command(command))
+        self.driver.kick(META_GROUP)
+        try:
+            return await future
+        except NotLeaderError:
+            raise ApiError(E.CLUSTER_NOT_LEADER) from None
+
+    async def _api_create(self, name: str, payload: bytes) -> dict[str, Any]:
+        configs = self._configs()
+        cfg, _pedantic = normalize_create(name, payload, existing=configs, clustered=True)
+        if name not in self.state.assignments:
+            peers = self._place(max(1, cfg.num_replicas))
+            cmd = {
+                "op": "add",
+                "name": name,
+                "config": cfg.model_dump(mode="json"),
+                "peers": peers,
+                "created_ns": time.time_ns(),
+            }
+            outcome = await self._propose_meta(cmd)
+            if outcome is not None:
+                raise ApiError(E.STREAM_NAME_EXIST)
+            self._advisory("CREATED", name, "create")
+        deadline = time.monotonic() + CREATE_LEADER_WAIT_S
+        while time.monotonic() < deadline:
+            info = await self._leader_info(name)
+            if info is not None:
+                out = {"type": api_json.STREAM_CREATE_RESPONSE, **info, "did_create": True}
+                return out
+            await asyncio.sleep(0.05)
+        raise ApiError(E.CLUSTER_NOT_AVAIL)
+
+    async def _api_delete(self, name: str, payload: bytes) -> dict[str, Any]:
+        api_json.check_empty_request(payload)
+        if name not in self.state.assignments:
+            raise ApiError(E.STREAM_NOT_FOUND)
+        await self._propose_meta({"op": "del", "name": name})
+        self._advisory("DELETED", name, "delete")
+        return api_json.success_response(api_json.STREAM_DELETE_RESPONSE)
+
+    def _matching_names(self, subject_filter: str) -> list[str]:
+        from protocol.subjects import subjects_overlap
+
+        names = sorted(self.state.assignments)
+        if not subject_filter:
+            return names
+        return [
+            n
+            for n in names
+            if any(
+                subjects_overlap(subject_filter, s)
+                for s in self.state.assignments[n].config.get("subjects") or []
+            )
+        ]
+
+    async def _api_list(self, _stream: str, payload: bytes) -> dict[str, Any]:
+        offset, subject_filter = api_json.parse_list_request(payload)
+        names = self._matching_names(subject_filter)
+        start, stop = api_json.list_page(len(names), offset)
+        infos: list[dict[str, Any]] = []
+        missing: list[str] = []
+        for n in names[start:stop]:
+            info = await self._leader_info(n)
+            if info is None:
+                missing.append(n)
+            else:
+                infos.append(info)
+        out = api_json.list_response(infos, total=len(names), offset=offset)
+        if missing:
+            out["missing"] = missing
+        return out
+
+    # --- handlers (stream leader) -------------------------------------------------------------
+    def _replica(self, name: str) -> ReplicatedStreamHost:
+        host = self.replicas.get(name)
+        if host is None:
+            raise ApiError(E.STREAM_NOT_FOUND)
+        if not host.is_leader:
+            raise ApiError(E.CLUSTER_NOT_LEADER)
+        return host
+
+    async def _api_update(self, name: str, payload: bytes) -> dict[str, Any]:
+        host = self._replica(name)
+        cfg, _pedantic = normalize_update(
+            name, payload, host.config, existing=self._configs(name), clustered=True
+        )
+        if cfg.num_replicas != host.config.num_replicas:
+            raise ApiError(
+                E.CLUSTER_NO_PEERS, err="changing num_replicas is not supported by jetraft yet"
+            )
+        outcome = await host.propose(
+            UpdateConfigEntry(time.time_ns(), cfg.model_dump_json().encode())
+        )
+        if isinstance(outcome, ApiError):
+            raise outcome
+        await self._propose_meta(
+            {"op": "upd", "name": name, "config": host.config.model_dump(mode="json")}
+        )
+        host.refresh_subscriptions()
+        self._advisory("UPDATED", name, "modify")
+        return self._info(host, api_json.STREAM_UPDATE_RESPONSE)
+
+    async def _api_msg_get(self, name: str, payload: bytes) -> dict[str, Any]:
+        req = parse_msg_get_request(payload)
+        if isinstance(req, dict):
+            return req
+        host = self._replica(name)
+        await host.read_barrier()
+        return answer_msg_get(host.stream, req)
+
+    # --- monitoring ---------------------------------------------------------------------------
+    def jsz(self) -> dict[str, Any]:
+        streams = []
+        for name, host in sorted(self.replicas.items()):
+            st = host.stream.state()
+            group = host.group
+            streams.append(
+                {
+                    "name": name,
+                    "leader": group.leader_id,
+                    "is_leader": host.is_leader,
+                    "replicas": host.peers,
+                    "raft_group": group.group_name,
+                    "term": group.term,
+                    "applied_index": host.stream.applied_index,
+                    "raft_applied": group.raftLastApplied,
+                    "commit_index": group.raftCommitIndex,
+                    "lag": host.lag(),
+                    "digest": host.stream.digest().hex(),
+                    "direct_gets_served": host.direct_gets_served,
+                    "state": {
+                        "messages": st.messages,
+                        "bytes": st.bytes,
+                        "first_seq": st.first_seq,
+                        "last_seq": st.last_seq,
+                    },
+                }
+            )
+        return {
+            "server_name": self.server_name,
+            "cluster": {
+                "name": self.cluster_name,
+                "meta_leader": self.meta_leader,
+                "peers": self.peers,
+                "connected": self.routes.connected_peers(),
+            },
+            "api": {"level": 5, "total": self.api_total, "errors": self.api_errors},
+            "streams": streams,
+        }
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.critical("the meta group could not be started", exc_info=task.exception())

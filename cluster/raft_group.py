@@ -1,0 +1,390 @@
+"""Raft groups on pysyncobj, driven by the node's event loop and multiplexed over the routes.
+
+pysyncobj supplies the consensus algorithm (elections, log matching, commit rule, snapshots).
+Around it, jetraft supplies what makes it fit a server that must not lose acknowledged writes:
+
+* **Transport**: pysyncobj messages travel as MessagePack inside ``RAFT`` route frames (no pickle
+  between nodes), tagged with the group name, so every group shares the one cluster port.
+* **Journal**: ``DurableJournal`` (our format, no pickle on disk). Appends are group-committed:
+  a follower's positive append reply (``next_node_idx``) is held until the entries it covers are
+  fsynced, and the driver fsyncs a group's journal before every tick and right after it, so the
+  leader's own entries are durable before the next tick's commit rule counts the leader.
+* **Apply**: log entries are our own bytes; ``apply_fn(index, payload)`` runs for every committed
+  entry, on every member, in log order. Its return value reaches the proposer's future.
+* **Snapshots**: small files of our own JSON — "applied through index I" plus whatever small state
+  the owner adds (the meta group's assignments). A stream's data is not in it: the engine's store
+  persists itself, and the owner fsyncs it before the snapshot is written, so compaction never
+  drops an entry the store does not hold durably. Cost is independent of stream size.
+* **Driving**: no pysyncobj threads (``autoTick`` off). The driver ticks every group on a timer
+  and immediately after a message or a proposal for it arrives.
+
+pysyncobj keeps its state in name-mangled private attributes; the few this module touches are
+read or replaced right after construction and are listed in ``_SyncObj__*`` accessors below, so an
+upgrade of the pinned version has one place to check.
+
+Must never: acknowledge an append (or count the leader) before the entries are fsynced; tick a
+group from anywhere but the driver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pysyncobj import SyncObj, SyncObjConf
+from pysyncobj.config import FAIL_REASON
+from pysyncobj.node import Node
+from pysyncobj.transport import Transport
+
+from cluster.raft_journal import DurableJournal
+from cluster.routes import RouteManager
+
+log = logging.getLogger("jetraft.raft")
+
+# Election timing for a 2-core machine running Python: generous enough that a GC pause or an
+# fsync does not start elections, short enough that a dead leader is replaced within seconds.
+RAFT_ELECTION_TIMEOUT_MIN_S = 1.0
+RAFT_ELECTION_TIMEOUT_MAX_S = 2.0
+RAFT_HEARTBEAT_S = 0.1
+RAFT_LEADER_FALLBACK_S = 3.0  # a leader that hears from no majority this long steps down
+RAFT_TICK_S = 0.05
+RAFT_APPEND_BYTES_MAX = 32 * 1024 * 1024  # per append message; larger single entries go alone
+RAFT_COMPACT_ENTRIES = 4096  # compact the log (tiny snapshot) after this many entries...
+RAFT_COMPACT_INTERVAL_S = 120.0  # ...or this long
+SNAPSHOT_VERSION = 1
+_REGULAR = 0  # pysyncobj's command type for application entries
+_NO_OP = 1
+
+ApplyFn = Callable[[int, bytes], Any]
+SnapshotFn = Callable[[int], dict[str, Any]]
+RestoreFn = Callable[[int, dict[str, Any]], None]
+
+
+class NotLeaderError(Exception):
+    """The proposal was not committed by this node as leader (lost leadership, no leader)."""
+
+    def __init__(self, reason: int) -> None:
+        super().__init__(f"proposal failed: pysyncobj reason {reason}")
+        self.reason = reason
+
+
+class _GroupTransport(Transport):  # type: ignore[misc]
+    def __init__(self, group_name: str, routes: RouteManager, driver: RaftDriver) -> None:
+        super().__init__(None, None, None)
+        self.group_name = group_name
+        self.routes = routes
+        self.driver = driver
+        self.journal: DurableJournal | None = None
+        self.held: list[tuple[str, dict[str, Any]]] = []
+
+    def send(self, node: Node, message: dict[str, Any]) -> bool:
+        journal = self.journal
+        if (
+            message.get("type") == "next_node_idx"
+            and message.get("success")
+            and journal is not None
+            and journal.dirty
+        ):
+            # the reply promises the entries are stored: not before they are on disk
+            self.held.append((node.id, message))
+            self.driver.request_sync(self.group_name)
+            return True
+        return self.routes.send_raft(node.id, self.group_name, message)
+
+    def release_held(self) -> None:
+        held, self.held = self.held, []
+        for peer, message in held:
+            self.routes.send_raft(peer, self.group_name, message)
+
+    def deliver(self, node: Node, message: dict[str, Any]) -> None:
+        self._onMessageReceived(node, message)
+
+    def node_connected(self, node: Node) -> None:
+        self._onNodeConnected(node)
+
+    def node_disconnected(self, node: Node) -> None:
+        self._onNodeDisconnected(node)
+
+
+class RaftGroup(SyncObj):  # type: ignore[misc]
+    def __init__(
+        self,
+        name: str,
+        self_id: str,
+        peer_ids: list[str],
+        data_dir: Path,
+        routes: RouteManager,
+        driver: RaftDriver,
+        apply_fn: ApplyFn,
+        snapshot_fn: SnapshotFn | None = None,
+        restore_fn: RestoreFn | None = None,
+        on_state_change: Callable[[], None] | None = None,
+    ) -> None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.group_name = name
+        self.self_id = self_id
+        self.peer_ids = sorted(set(peer_ids) | {self_id})
+        self._apply_fn = apply_fn
+        self._snapshot_fn = snapshot_fn
+        self._restore_fn = restore_fn
+        self._on_state_change = on_state_change
+        self.nodes = {p: Node(p) for p in self.peer_ids}
+        self.journal = DurableJournal(data_dir / "journal")
+        if len(self.journal) == 0:
+            self.journal.add(bytes([_NO_OP]), 1, 0)  # pysyncobj's first entry, as it would add
+            self.journal.sync()
+        self.transport_ = _GroupTransport(name, routes, driver)
+        self.transport_.journal = self.journal
+        self.snapshot_path = data_dir / "snapshot.json"
+        self.applying_index = 0
+        self.last_leader_change_ns = time.time_ns()
+        conf = SyncObjConf(
+            autoTick=False,
+            appendEntriesUseBatch=False,
+            raftMinTimeout=RAFT_ELECTION_TIMEOUT_MIN_S,
+            raftMaxTimeout=RAFT_ELECTION_TIMEOUT_MAX_S,
+            appendEntriesPeriod=RAFT_HEARTBEAT_S,
+            leaderFallbackTimeout=RAFT_LEADER_FALLBACK_S,
+            appendEntriesBatchSizeBytes=RAFT_APPEND_BYTES_MAX,
+            logCompactionMinEntries=RAFT_COMPACT_ENTRIES,
+            logCompactionMinTime=RAFT_COMPACT_INTERVAL_S,
+            fullDumpFile=str(self.snapshot_path),
+            serializer=self._write_snapshot,
+            deserializer=self._read_snapshot,
+            onStateChanged=self._state_changed,
+            pollerType="select",
+        )
+        others = [self.nodes[p] for p in self.peer_ids if p != self_id]
+        super().__init__(self.nodes[self_id], others, conf=conf, transport=self.transport_)
+        self._adopt_journal()
+
+    def _adopt_journal(self) -> None:
+        """Replace pysyncobj's in-memory journal by the durable one and reload Raft's persistent
+        state from it (pysyncobj read it from the throwaway journal during construction)."""
+        journal = self.journal
+        self._SyncObj__raftLog = journal
+        self._SyncObj__raftCurrentTerm = max(journal.getCurrentTerm(), journal[-1][2])
+        self._SyncObj__votedForNodeId = journal.getVotedForNodeId()
+        self._SyncObj__raftCommitIndex = journal.getRaftCommitIndex()
+
+    # --- pysyncobj hooks ---------------------------------------------------------------------
+    def _SyncObj__doApplyCommand(self, command: bytes) -> Any:
+        if not command or command[0] != _REGULAR:
+            return None  # no-ops (elections); membership changes are not used
+        index = self.raftLastApplied + 1
+        self.applying_index = index
+        return self._apply_fn(index, command[1:])
+
+    def _state_changed(self, _old: int, _new: int) -> None:
+        self.last_leader_change_ns = time.time_ns()
+        if self._on_state_change is not None:
+            self._on_state_change()
+
+    def _write_snapshot(self, path: str, data: tuple[Any, ...]) -> None:
+        last, prev, _cluster = data
+        extra = self._snapshot_fn(int(last[1])) if self._snapshot_fn is not None else {}
+        doc = {
+            "v": SNAPSHOT_VERSION,
+            "group": self.group_name,
+            "last": [base64.b64encode(last[0]).decode(), int(last[1]), int(last[2])],
+            "prev": [base64.b64encode(prev[0]).decode(), int(prev[1]), int(prev[2])],
+            "peers": self.peer_ids,
+            "state": extra,
+        }
+        with open(path, "wb") as f:
+            f.write(json.dumps(doc).encode())
+            f.flush()
+            os.fsync(f.fileno())
+        log.debug("group %s: snapshot at index %d", self.group_name, last[1])
+
+    def _read_snapshot(self, path: str) -> tuple[Any, ...]:
+        with open(path, "rb") as f:
+            doc = json.loads(f.read())
+        if doc.get("v") != SNAPSHOT_VERSION:
+            raise ValueError(f"{path}: snapshot version {doc.get('v')} not supported")
+        last = (base64.b64decode(doc["last"][0]), int(doc["last"][1]), int(doc["last"][2]))
+        prev = (base64.b64decode(doc["prev"][0]), int(doc["prev"][1]), int(doc["prev"][2]))
+        if self._restore_fn is not None:
+            self._restore_fn(last[1], doc.get("state") or {})
+        return last, prev, {self.nodes[p] for p in self.peer_ids if p in self.nodes}
+
+    # --- what the owner uses -----------------------------------------------------------------
+    def propose(self, payload: bytes) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def done(result: Any, err: int) -> None:
+            if future.done():
+                return
+            if err == FAIL_REASON.SUCCESS:
+                future.set_result(result)
+            else:
+                future.set_exception(NotLeaderError(err))
+
+        self._applyCommand(payload, done, _REGULAR)
+        return future
+
+    @property
+    def is_leader(self) -> bool:
+        return bool(self._isLeader())
+
+    @property
+    def leader_id(self) -> str | None:
+        leader = self._getLeader()
+        return None if leader is None else str(leader.id)
+
+    @property
+    def term(self) -> int:
+        return int(self.raftCurrentTerm)
+
+    @property
+    def last_log_index(self) -> int:
+        return int(self.journal[-1][1])
+
+    def peer_progress(self) -> dict[str, tuple[int, float]]:
+        """Leader only: per follower (match index, seconds since it last answered)."""
+        if not self.is_leader:
+            return {}
+        match: dict[Node, int] = self._SyncObj__raftMatchIndex
+        seen: dict[Node, float] = self._SyncObj__lastResponseTime
+        from pysyncobj.monotonic import monotonic
+
+        now = monotonic()
+        return {
+            node.id: (int(match.get(node, 0)), max(0.0, now - seen.get(node, now)))
+            for node in self.nodes.values()
+            if node.id != self.self_id
+        }
+
+    def leader_commit_index(self) -> int:
+        value = self._SyncObj__leaderCommitIndex
+        return int(value) if value is not None else 0
+
+    def close(self) -> None:
+        self.journal.sync()
+        self.journal._destroy()
+
+
+class RaftDriver:
+    """Ticks every Raft group of this node on the event loop and routes their messages."""
+
+    def __init__(self, routes: RouteManager) -> None:
+        self.routes = routes
+        self.groups: dict[str, RaftGroup] = {}
+        self._kicked: set[str] = set()
+        self._sync_wanted: set[str] = set()
+        self._timer: asyncio.Task[None] | None = None
+        self._kick_scheduled = False
+        self._sync_scheduled = False
+        self.tick_callbacks: list[Callable[[], None]] = []
+        routes.on_raft = self._on_raft
+        routes.peer_up.append(self._peer_up)
+        routes.peer_down.append(self._peer_down)
+
+    def start(self) -> None:
+        self._timer = asyncio.get_running_loop().create_task(self._tick_forever())
+
+    async def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for group in list(self.groups.values()):
+            group.close()
+        self.groups.clear()
+
+    def add(self, group: RaftGroup) -> None:
+        self.groups[group.group_name] = group
+        for peer in group.peer_ids:
+            if peer != group.self_id and self.routes.connected(peer):
+                group.transport_.node_connected(group.nodes[peer])
+        self.kick(group.group_name)
+
+    def remove(self, name: str) -> RaftGroup | None:
+        group = self.groups.pop(name, None)
+        if group is not None:
+            group.close()
+        return group
+
+    # --- routing ----------------------------------------------------------------------------
+    def _on_raft(self, peer: str, group_name: str, message: dict[str, Any]) -> None:
+        group = self.groups.get(group_name)
+        if group is None:
+            return  # not (yet) a member here; Raft retries
+        node = group.nodes.get(peer)
+        if node is None:
+            return
+        group.transport_.deliver(node, message)
+        self.kick(group_name)
+
+    def _peer_up(self, peer: str) -> None:
+        for group in self.groups.values():
+            node = group.nodes.get(peer)
+            if node is not None and peer != group.self_id:
+                group.transport_.node_connected(node)
+
+    def _peer_down(self, peer: str) -> None:
+        for group in self.groups.values():
+            node = group.nodes.get(peer)
+            if node is not None and peer != group.self_id:
+                group.transport_.node_disconnected(node)
+
+    # --- ticking ----------------------------------------------------------------------------
+    def kick(self, name: str) -> None:
+        self._kicked.add(name)
+        if not self._kick_scheduled:
+            self._kick_scheduled = True
+            asyncio.get_running_loop().call_soon(self._run_kicked)
+
+    def request_sync(self, name: str) -> None:
+        self._sync_wanted.add(name)
+        if not self._sync_scheduled:
+            self._sync_scheduled = True
+            asyncio.get_running_loop().call_soon(self._run_syncs)
+
+    def _run_syncs(self) -> None:
+        self._sync_scheduled = False
+        names, self._sync_wanted = self._sync_wanted, set()
+        for name in names:
+            group = self.groups.get(name)
+            if group is not None:
+                self._sync(group)
+
+    @staticmethod
+    def _sync(group: RaftGroup) -> None:
+        # the commit index is persisted lazily (pysyncobj's one-second timer): a lower one on
+        # disk only means more entries re-applied, and the engine skips what it already holds
+        group.journal.sync(commit_index=False)
+        group.transport_.release_held()
+
+    def _run_kicked(self) -> None:
+        self._kick_scheduled = False
+        names, self._kicked = self._kicked, set()
+        for name in names:
+            group = self.groups.get(name)
+            if group is not None:
+                self.tick(group)
+
+    def tick(self, group: RaftGroup) -> None:
+        self._sync(group)  # entries applied in this tick are on disk here first
+        try:
+            group.doTick(0.0)
+        except Exception:
+            log.exception("raft group %s: tick failed", group.group_name)
+        self._sync(group)  # the leader's new entries, before the next tick counts them
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(RAFT_TICK_S)
+            for group in list(self.groups.values()):
+                self.tick(group)
+            for cb in self.tick_callbacks:
+                try:
+                    cb()
+                except Exception:
+                    log.exception("raft tick callback failed")

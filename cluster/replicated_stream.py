@@ -1,0 +1,350 @@
+"""One replica of a clustered stream: its Raft group, the leader's ingest, every replica's reads.
+
+Every replica applies the group's committed entries to its own engine (``Stream.apply`` with the
+Raft index), so all replicas pass through the same states. Roles on top of that:
+
+* **Leader**: subscribes to the stream's subjects, stages atomic batches, and proposes. Publishes
+  that arrive while proposals are in flight are coalesced into one entry (group commit); up to
+  ``PROPOSALS_INFLIGHT_MAX`` entries are in flight at once (pipelining). A PubAck is sent when the
+  entry is committed (on a majority's disk) and applied. Only the leader's timer proposes expiry.
+  On losing leadership it stops ingesting, abandons staged batches and fails what it queued.
+* **Every replica** (leader included), once caught up, answers Direct Get in queue group ``_sys_``
+  from its local engine.
+* **Read barrier**: ``$JS.API.STREAM.MSG.GET`` is answered by the leader after a barrier entry
+  proposed after the request arrived has been applied: the read then reflects every write
+  acknowledged before it, even if leadership changed in between. Concurrent reads share one
+  barrier.
+
+Raft command bytes (versioned by their first byte): ``CMD_ENGINE`` + an ``engine.entries`` entry,
+or ``CMD_BARRIER`` (no state change).
+
+Must never: change stream state other than by applying a committed entry; acknowledge before
+commit; expire on a follower's clock; answer MSG.GET without a barrier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cluster.batching import BatchContext
+from cluster.raft_group import NotLeaderError, RaftDriver, RaftGroup
+from cluster.router import Router
+from cluster.routes import RouteManager
+from cluster.stream_host import StreamHost, _BatchCommit, _Op
+from engine.entries import (
+    Entry,
+    ExpireEntry,
+    PublishEntry,
+    UpdateConfigEntry,
+    decode_entry,
+    encode_entry,
+)
+from engine.store import MessageStore
+from engine.stream import Stream
+from protocol import errors as E
+from protocol.errors import ApiError
+
+log = logging.getLogger("jetraft.replica")
+
+CMD_ENGINE = 1
+CMD_BARRIER = 2
+PROPOSALS_INFLIGHT_MAX = 8
+# a follower this many entries behind the leader's commit stops answering Direct Get
+DIRECT_GET_LAG_MAX = 1000
+
+
+class ReplicatedStreamHost(StreamHost):
+    def __init__(
+        self,
+        stream: Stream,
+        store: MessageStore,
+        router: Router,
+        *,
+        raft_dir: Path,
+        self_id: str,
+        peers: list[str],
+        routes: RouteManager,
+        driver: RaftDriver,
+        batch_context: BatchContext | None = None,
+        on_leader_change: Callable[[ReplicatedStreamHost], None] | None = None,
+    ) -> None:
+        super().__init__(stream, store, router, durable=False, batch_context=batch_context)
+        self.peers = sorted(peers)
+        self.driver = driver
+        self._inflight = 0
+        self._barrier: asyncio.Future[int] | None = None
+        self._was_leader = False
+        self._on_leader_change = on_leader_change
+        self.direct_gets_served = 0
+        self.group = RaftGroup(
+            f"S.{stream.config.name}",
+            self_id,
+            peers,
+            raft_dir,
+            routes,
+            driver,
+            self._apply_committed,
+            snapshot_fn=self._snapshot,
+            restore_fn=self._restore,
+            on_state_change=self._role_changed,
+        )
+
+    # --- lifecycle --------------------------------------------------------------------------
+    def start(self) -> None:
+        self.driver.add(self.group)
+        self._task = asyncio.get_running_loop().create_task(self._propose_loop())
+        self.refresh_subscriptions()
+
+    async def close(self) -> None:
+        self._closing = True
+        self.unsubscribe_all()
+        self._batches.close()
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+        if self._task is not None:
+            self._task.cancel()
+        self._fail_queued()
+        self.driver.remove(self.group.group_name)
+        self.store.sync()
+        self.store.close()
+
+    @property
+    def is_leader(self) -> bool:
+        return bool(self.group.is_leader)
+
+    @property
+    def caught_up(self) -> bool:
+        if self.is_leader:
+            return True
+        if self.group.leader_id is None:
+            return False
+        applied = int(self.group.raftLastApplied)
+        return applied >= self.group.leader_commit_index() - DIRECT_GET_LAG_MAX
+
+    def refresh_subscriptions(self) -> None:
+        """Ingest only as leader; Direct Get on every caught-up replica while allow_direct."""
+        leader = self.is_leader and not self._closing
+        if leader and not self._ingest_subs:
+            self._ingest_subs = [
+                self.router.subscribe_internal(subject, self._ingest)
+                for subject in self.config.subjects
+            ]
+        elif leader:
+            current = [s.subject for s in self._ingest_subs]
+            if current != list(self.config.subjects):
+                for sub in self._ingest_subs:
+                    self.router.remove(sub)
+                self._ingest_subs = []
+                self.refresh_subscriptions()
+                return
+        elif self._ingest_subs:
+            for sub in self._ingest_subs:
+                self.router.remove(sub)
+            self._ingest_subs = []
+        want_direct = self.config.allow_direct and self.caught_up and not self._closing
+        if want_direct and not self._direct_subs:
+            from engine.direct_get import DIRECT_GET_GROUP, direct_get_subjects
+
+            self._direct_subs = [
+                self.router.subscribe_internal(s, self._direct_get, queue=DIRECT_GET_GROUP)
+                for s in direct_get_subjects(self.name)
+            ]
+        elif not want_direct and self._direct_subs:
+            for sub in self._direct_subs:
+                self.router.remove(sub)
+            self._direct_subs = []
+
+    def _role_changed(self) -> None:
+        leader = self.is_leader
+        if leader == self._was_leader:
+            return
+        self._was_leader = leader
+        log.info(
+            "stream %s: %s leader (term %d)",
+            self.name,
+            "became" if leader else "no longer",
+            self.group.term,
+        )
+        if not leader:
+            self._batches.close()  # a staged batch never commits on a deposed leader
+            if self._expiry_timer is not None:
+                self._expiry_timer.cancel()
+                self._expiry_timer = None
+            self._fail_queued()
+        asyncio.get_running_loop().call_soon(self._after_role_change)
+
+    def _after_role_change(self) -> None:
+        self.refresh_subscriptions()
+        if self.is_leader:
+            self._schedule_expiry()
+            self._wake.set()
+        if self._on_leader_change is not None:
+            self._on_leader_change(self)
+
+    def on_tick(self) -> None:
+        """Called by the node every Raft tick: keeps the Direct Get subscription honest."""
+        want = self.config.allow_direct and self.caught_up
+        if want != bool(self._direct_subs):
+            self.refresh_subscriptions()
+
+    def _fail_queued(self) -> None:
+        while self._queue:
+            item = self._queue.popleft()
+            if isinstance(item, _Op) and item.future is not None and not item.future.done():
+                item.future.set_exception(ApiError(E.CLUSTER_NOT_LEADER))
+        if self._barrier is not None and not self._barrier.done():
+            self._barrier.set_exception(ApiError(E.CLUSTER_NOT_LEADER))
+        self._barrier = None
+
+    # --- proposals (leader) -----------------------------------------------------------------
+    async def propose(self, entry: Entry) -> Any:
+        if not self.is_leader:
+            raise ApiError(E.CLUSTER_NOT_LEADER)
+        return await super().propose(entry)
+
+    def _propose_nowait(self, entry: Entry) -> None:
+        if self.is_leader:
+            super()._propose_nowait(entry)
+
+    async def _propose_loop(self) -> None:
+        while True:
+            self._wake.clear()
+            while self._queue and self._inflight < PROPOSALS_INFLIGHT_MAX:
+                if not self.is_leader:
+                    self._fail_queued()
+                    break
+                self._propose_head()
+            await self._wake.wait()
+
+    def _propose_head(self) -> None:
+        head = self._queue[0]
+        if isinstance(head, _Op):
+            self._queue.popleft()
+            op = head
+            self._submit(op.entry, functools.partial(_resolve, op), op)
+            return
+        if isinstance(head, _BatchCommit):
+            self._queue.popleft()
+            self._submit(head.entry, functools.partial(self._send_batch_ack, head), head)
+            return
+        pubs = self._take_publishes()
+        entry = PublishEntry(time.time_ns(), tuple(p.msg for p in pubs))
+        self._submit(entry, functools.partial(self._send_acks, pubs), None)
+
+    def _submit(self, entry: Entry, on_result: Callable[[Any], None], op: object) -> None:
+        future = self.group.propose(bytes([CMD_ENGINE]) + encode_entry(entry))
+        self._inflight += 1
+        self.driver.kick(self.group.group_name)
+
+        def done(f: asyncio.Future[Any]) -> None:
+            self._inflight -= 1
+            self._wake.set()
+            if f.cancelled():
+                return
+            exc = f.exception()
+            if exc is None:
+                on_result(f.result())
+            elif isinstance(op, _Op) and op.future is not None and not op.future.done():
+                op.future.set_exception(ApiError(E.CLUSTER_NOT_LEADER))
+            elif not isinstance(exc, NotLeaderError):
+                log.error("stream %s: proposal failed: %r", self.name, exc)
+
+        future.add_done_callback(done)
+
+    async def read_barrier(self) -> None:
+        """Return once an entry proposed after this call has been applied here as leader."""
+        if not self.is_leader:
+            raise ApiError(E.CLUSTER_NOT_LEADER)
+        barrier = self._barrier
+        if barrier is None:
+            barrier = self._barrier = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_soon(self._propose_barrier, barrier)
+        await asyncio.shield(barrier)
+
+    def _propose_barrier(self, barrier: asyncio.Future[int]) -> None:
+        if self._barrier is barrier:
+            self._barrier = None  # reads from now on need a later barrier
+        if barrier.done():
+            return
+        future = self.group.propose(bytes([CMD_BARRIER]))
+        self.driver.kick(self.group.group_name)
+
+        def done(f: asyncio.Future[Any]) -> None:
+            if barrier.done():
+                return
+            if f.cancelled() or f.exception() is not None:
+                barrier.set_exception(ApiError(E.CLUSTER_NOT_LEADER))
+            else:
+                barrier.set_result(int(f.result()))
+
+        future.add_done_callback(done)
+
+    # --- apply (every replica) --------------------------------------------------------------
+    def _apply_committed(self, index: int, payload: bytes) -> Any:
+        if not payload:
+            return None
+        kind = payload[0]
+        if kind == CMD_BARRIER:
+            return index
+        if kind != CMD_ENGINE:
+            raise AssertionError(f"unknown stream command {kind}")
+        if index <= self.stream.applied_index:
+            return None  # replayed after a restart: the store already holds its effect
+        entry = decode_entry(payload[1:])
+        result = self.stream.apply(index, entry)
+        if isinstance(entry, UpdateConfigEntry):
+            self._batches.config_changed(self.config)
+            asyncio.get_running_loop().call_soon(self.refresh_subscriptions)
+        if self.is_leader and not self._closing:
+            self._schedule_expiry()
+        return result
+
+    def _expire_due(self) -> None:
+        self._expiry_timer = None
+        if self.is_leader:
+            self._propose_nowait(ExpireEntry(time.time_ns()))
+
+    def _schedule_expiry(self) -> None:
+        if self.is_leader:
+            super()._schedule_expiry()
+
+    def _direct_get(
+        self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes
+    ) -> None:
+        self.direct_gets_served += 1
+        super()._direct_get(subject, reply, hdr, payload)
+
+    # --- snapshots --------------------------------------------------------------------------
+    def _snapshot(self, index: int) -> dict[str, Any]:
+        # compaction drops log entries through ``index``: the store must hold them durably first
+        self.store.sync()
+        assert self.stream.applied_index >= index or self.stream.applied_index == 0, (
+            self.stream.applied_index,
+            index,
+        )
+        return {"applied_index": self.stream.applied_index, "last_seq": self.stream.last_seq}
+
+    def _restore(self, index: int, _state: dict[str, Any]) -> None:
+        if self.stream.applied_index < index:
+            # installed from the leader: this replica lacks entries the log no longer has
+            log.warning(
+                "stream %s: snapshot at %d is ahead of the local state at %d",
+                self.name,
+                index,
+                self.stream.applied_index,
+            )
+
+    # --- cluster info -----------------------------------------------------------------------
+    def lag(self) -> int:
+        return max(0, self.group.leader_commit_index() - int(self.group.raftLastApplied))
+
+
+def _resolve(op: _Op, result: Any) -> None:
+    if op.future is not None and not op.future.done():
+        op.future.set_result(result)

@@ -1,0 +1,309 @@
+"""Routes: the full mesh between cluster nodes on the one cluster port.
+
+Every node listens on its cluster port and dials every configured route URL (its own URL may be
+in the list: the HELLO exchange reveals it and that URL is dropped). A node only *sends* on the
+connection it dialed and only *receives* on the ones it accepted, so each direction between two
+nodes is one ordered byte stream and no duplicate-connection tie-breaking is needed. The acceptor
+answers the dialer's HELLO with its own, the one frame that flows back on a dialed connection.
+
+Carried: this node's subscription interest (sent in full when a connection comes up, then as it
+changes), messages forwarded by the router, Raft messages for every group, and catch-up frames.
+When a peer's connection drops, the interest learned from it is forgotten until it reconnects.
+
+Must never: block the loop, or let a peer's bad frame take anything down but that connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import random
+from collections.abc import Callable
+from typing import Any, cast
+
+from cluster.router import Router
+from protocol.route_frames import (
+    ROUTE_PROTOCOL_VERSION,
+    FrameError,
+    FrameKind,
+    FrameReader,
+    encode_frame,
+)
+
+log = logging.getLogger("jetraft.routes")
+
+RECONNECT_DELAY_MIN_S = 0.05
+RECONNECT_DELAY_MAX_S = 1.0
+HELLO_TIMEOUT_S = 5.0
+# a peer that stops reading (paused, partitioned) must not make this node buffer without bound;
+# the connection is dropped instead, and Raft and the route resynchronise when it returns
+ROUTE_PENDING_BYTES_MAX = 128 * 1024 * 1024
+
+RaftHandler = Callable[[str, str, dict[str, Any]], None]
+CatchupHandler = Callable[[str, list[Any]], None]
+PeerHandler = Callable[[str], None]
+
+
+def parse_route_url(url: str) -> tuple[str, int]:
+    rest = url.split("://", 1)[1] if "://" in url else url
+    rest = rest.rsplit("@", 1)[-1].rstrip("/")
+    host, _, port = rest.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def _same(link: _Link) -> _Link:
+    return link
+
+
+class _Link(asyncio.Protocol):
+    """One TCP connection on the cluster port, dialed or accepted."""
+
+    def __init__(self, mgr: RouteManager, dialed: bool) -> None:
+        self.mgr = mgr
+        self.dialed = dialed
+        self.peer: str | None = None
+        self.transport: asyncio.Transport | None = None
+        self.reader = FrameReader()
+        self.hello = asyncio.get_running_loop().create_future()
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it
+        self.transport = cast(asyncio.Transport, transport)
+        if self.dialed:
+            self.send(FrameKind.HELLO, self.mgr.hello_body())
+
+    def send(self, kind: FrameKind, body: Any) -> bool:
+        t = self.transport
+        if t is None or t.is_closing():
+            return False
+        if t.get_write_buffer_size() > ROUTE_PENDING_BYTES_MAX:
+            log.warning("route to %s: peer not reading, dropping the connection", self.peer)
+            t.abort()
+            return False
+        t.write(encode_frame(kind, body))
+        return True
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.reader.feed(data)
+            for kind, body in frames:
+                self._on_frame(kind, body)
+        except (FrameError, ValueError, TypeError, KeyError, IndexError) as exc:
+            log.warning("route %s: bad frame, closing: %r", self.peer, exc, exc_info=True)
+            if self.transport is not None:
+                self.transport.abort()
+
+    def _on_frame(self, kind: FrameKind, body: Any) -> None:
+        if kind == FrameKind.HELLO:
+            self._on_hello(body)
+            return
+        peer = self.peer
+        if peer is None or self.dialed:
+            raise FrameError(f"unexpected {kind.name} frame")
+        mgr = self.mgr
+        if kind == FrameKind.RAFT:
+            mgr.on_raft(peer, body[0], body[1])
+        elif kind == FrameKind.MSG:
+            subject, reply, hdr, payload, plain, queues = body
+            mgr.router.deliver_routed(subject, reply, hdr, payload, plain, queues)
+        elif kind == FrameKind.SUB:
+            exclude = body[3] if len(body) > 3 else None
+            mgr.router.set_remote(peer, body[0], body[1], int(body[2]), exclude)
+        elif kind == FrameKind.UNSUB:
+            mgr.router.remove_remote(peer, body[0], body[1])
+        elif kind == FrameKind.CATCHUP:
+            mgr.on_catchup(peer, body)
+
+    def _on_hello(self, body: Any) -> None:
+        if not isinstance(body, dict) or self.peer is not None:
+            raise FrameError("bad HELLO")
+        name = str(body.get("name", ""))
+        if body.get("cluster") != self.mgr.cluster_name:
+            log.error(
+                "route: peer %s is in cluster %r, not %r; closing",
+                name,
+                body.get("cluster"),
+                self.mgr.cluster_name,
+            )
+            if self.transport is not None:
+                self.transport.close()
+            return
+        self.peer = name
+        if not self.dialed:
+            self.send(FrameKind.HELLO, self.mgr.hello_body())
+            self.mgr.inbound_up(self)
+        if not self.hello.done():
+            self.hello.set_result(name)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.dialed and self.peer is not None:
+            self.mgr.inbound_down(self)
+        if not self.hello.done():
+            self.hello.set_exception(ConnectionError("closed before HELLO"))
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+class RouteManager:
+    def __init__(
+        self,
+        name: str,
+        cluster_name: str,
+        host: str,
+        port: int,
+        route_urls: list[str],
+        router: Router,
+    ) -> None:
+        self.name = name
+        self.cluster_name = cluster_name
+        self.host = host
+        self.port = port
+        self.route_urls = list(route_urls)
+        self.router = router
+        self.on_raft: RaftHandler = lambda _p, _g, _m: None
+        self.on_catchup: CatchupHandler = lambda _p, _b: None
+        self.peer_up: list[PeerHandler] = []
+        self.peer_down: list[PeerHandler] = []
+        self._out: dict[str, _Link] = {}
+        self._in: dict[str, _Link] = {}
+        self.known_peers: set[str] = set()
+        self._server: asyncio.Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+        # route URL -> the name of the node behind it (this node's own name for its own URL)
+        self.resolved: dict[str, str] = {}
+        self.all_resolved = asyncio.Event()
+        if not self.route_urls:
+            self.all_resolved.set()
+
+    def hello_body(self) -> dict[str, Any]:
+        return {"v": ROUTE_PROTOCOL_VERSION, "name": self.name, "cluster": self.cluster_name}
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Link(self, dialed=False), self.host, self.port, reuse_address=True
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.router.forwarder = self
+        self.router.interest_listener = self._on_local_interest
+        for url in self.route_urls:
+            self._tasks.append(loop.create_task(self._dial_forever(url)))
+        log.info("Listening for route connections on %s:%d", self.host, self.port)
+
+    async def close(self) -> None:
+        self._closing = True
+        for task in self._tasks:
+            task.cancel()
+        for link in list(self._out.values()) + list(self._in.values()):
+            if link.transport is not None:
+                link.transport.close()
+        if self._server is not None:
+            self._server.close()
+        self.router.forwarder = None
+        self.router.interest_listener = None
+
+    # --- dialing ----------------------------------------------------------------------------
+    async def _dial_forever(self, url: str) -> None:
+        host, port = parse_route_url(url)
+        loop = asyncio.get_running_loop()
+        delay = RECONNECT_DELAY_MIN_S
+        while not self._closing:
+            link = _Link(self, dialed=True)
+            try:
+                await loop.create_connection(functools.partial(_same, link), host, port)
+                peer = await asyncio.wait_for(link.hello, HELLO_TIMEOUT_S)
+            except (OSError, TimeoutError, ConnectionError):
+                if link.transport is not None:
+                    link.transport.abort()
+                await asyncio.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, RECONNECT_DELAY_MAX_S)
+                continue
+            self.resolved[url] = peer
+            if len(self.resolved) >= len(self.route_urls):
+                self.all_resolved.set()
+            if peer == self.name:
+                log.debug("route %s is this node; not dialing it", url)
+                assert link.transport is not None
+                link.transport.close()
+                return
+            delay = RECONNECT_DELAY_MIN_S
+            self._outbound_up(peer, link)
+            await link.closed
+            self._outbound_down(peer, link)
+            if not self._closing:
+                await asyncio.sleep(RECONNECT_DELAY_MIN_S)
+
+    def _outbound_up(self, peer: str, link: _Link) -> None:
+        old = self._out.get(peer)
+        if old is not None and old.transport is not None:
+            old.transport.close()
+        self._out[peer] = link
+        self.known_peers.add(peer)
+        for subject, queue, count, exclude in self.router.local_interest():
+            link.send(FrameKind.SUB, [subject, queue, count, exclude])
+        log.info("route to %s is up", peer)
+        for cb in self.peer_up:
+            cb(peer)
+
+    def _outbound_down(self, peer: str, link: _Link) -> None:
+        if self._out.get(peer) is link:
+            del self._out[peer]
+            log.info("route to %s is down", peer)
+            for cb in self.peer_down:
+                cb(peer)
+
+    def inbound_up(self, link: _Link) -> None:
+        assert link.peer is not None
+        old = self._in.get(link.peer)
+        self._in[link.peer] = link
+        if old is not None and old.transport is not None:
+            old.transport.close()
+
+    def inbound_down(self, link: _Link) -> None:
+        assert link.peer is not None
+        if self._in.get(link.peer) is link:
+            del self._in[link.peer]
+            self.router.drop_peer(link.peer)
+
+    # --- sending ----------------------------------------------------------------------------
+    def connected(self, peer: str) -> bool:
+        return peer in self._out
+
+    def connected_peers(self) -> list[str]:
+        return sorted(self._out)
+
+    def send(self, peer: str, kind: FrameKind, body: Any) -> bool:
+        link = self._out.get(peer)
+        return link is not None and link.send(kind, body)
+
+    def send_raft(self, peer: str, group: str, message: dict[str, Any]) -> bool:
+        return self.send(peer, FrameKind.RAFT, [group, message])
+
+    def forward(
+        self,
+        peer: str,
+        subject: str,
+        reply: str | None,
+        hdr: bytes | None,
+        payload: bytes,
+        plain: bool,
+        queues: list[str],
+    ) -> None:
+        self.send(peer, FrameKind.MSG, [subject, reply, hdr, payload, plain, queues])
+
+    def _on_local_interest(
+        self, subject: str, queue: str | None, count: int, exclude: str | None
+    ) -> None:
+        if count > 0:
+            if queue is None and count > 1:
+                return  # plain interest is on or off; only the first subscriber matters
+            frame = encode_frame(FrameKind.SUB, [subject, queue, count, exclude])
+        else:
+            frame = encode_frame(FrameKind.UNSUB, [subject, queue])
+        for link in self._out.values():
+            t = link.transport
+            if t is not None and not t.is_closing():
+                t.write(frame)

@@ -1,0 +1,87 @@
+"""Frames on the cluster port: routes (interest and messages) and Raft traffic on one connection.
+
+A frame is ``[u32 body length][u8 kind][body]``; the body is MessagePack (binary-safe, no code
+execution on decode — never pickle between nodes). Each node dials every peer and only *sends* on
+the connection it dialed, so a pair of nodes has one connection per direction and frames from a
+peer arrive in the order it sent them (interest before the messages that rely on it).
+
+Frame bodies by kind:
+
+* ``HELLO``  ``{"v", "name", "cluster"}`` — first frame on a dialed connection.
+* ``RAFT``   ``[group, message]`` — a pysyncobj message (a dict of ints, strs, bytes, lists).
+* ``SUB``    ``[subject, queue | None, weight, excluded prefix | None]`` — the sender has interest
+  (weight = local members of a queue group, 1 for plain interest) except in subjects under the
+  prefix (``$JS.API.>`` minus Direct Get); a repeated SUB updates the weight.
+* ``UNSUB``  ``[subject, queue | None]`` — the sender's interest is gone.
+* ``MSG``    ``[subject, reply | None, hdr | None, payload, plain: bool, queues: [str]]`` — deliver
+  to the receiver's plain subscribers if ``plain``, and to one local member of each listed queue
+  group (the sender already chose this node for them).
+* ``CATCHUP`` ``[stream, request_id, part, data]`` — state transfer between replicas.
+
+Must never: execute anything from a frame, or accept a frame over ``FRAME_BYTES_MAX``.
+"""
+
+from __future__ import annotations
+
+import struct
+from enum import IntEnum
+from typing import Any
+
+import msgpack
+
+ROUTE_PROTOCOL_VERSION = 1
+FRAME_HEADER = struct.Struct(">IB")
+FRAME_BYTES_MAX = 256 * 1024 * 1024  # a Raft append of a 1000-message batch of 1 MiB payloads fits
+
+
+class FrameKind(IntEnum):
+    HELLO = 1
+    RAFT = 2
+    SUB = 3
+    UNSUB = 4
+    MSG = 5
+    CATCHUP = 6
+
+
+class FrameError(ValueError):
+    """The peer sent something that is not a frame; the connection must be dropped."""
+
+
+def encode_frame(kind: FrameKind, body: Any) -> bytes:
+    data: bytes = msgpack.packb(body, use_bin_type=True)
+    if len(data) > FRAME_BYTES_MAX:
+        raise FrameError(f"frame of {len(data)} bytes exceeds {FRAME_BYTES_MAX}")
+    return FRAME_HEADER.pack(len(data), kind) + data
+
+
+class FrameReader:
+    """Accumulates bytes from the socket and yields complete ``(kind, body)`` frames."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[tuple[FrameKind, Any]]:
+        buf = self._buf
+        buf += data
+        frames: list[tuple[FrameKind, Any]] = []
+        pos = 0
+        header = FRAME_HEADER.size
+        while len(buf) - pos >= header:
+            length, kind = FRAME_HEADER.unpack_from(buf, pos)
+            if length > FRAME_BYTES_MAX:
+                raise FrameError(f"frame length {length} exceeds {FRAME_BYTES_MAX}")
+            end = pos + header + length
+            if len(buf) < end:
+                break
+            try:
+                frame_kind = FrameKind(kind)
+                body = msgpack.unpackb(
+                    bytes(buf[pos + header : end]), raw=False, strict_map_key=False
+                )
+            except (ValueError, msgpack.UnpackException) as exc:
+                raise FrameError(f"bad frame (kind {kind}): {exc}") from exc
+            frames.append((frame_kind, body))
+            pos = end
+        if pos:
+            del buf[:pos]
+        return frames
