@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DATA ?= ./data
 
-.PHONY: run test lint bench clean
+.PHONY: run run-single test lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -17,8 +17,13 @@ $(STAMP): pyproject.toml tests/js/package-lock.json | $(BIN)/python
 	if command -v npm >/dev/null; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
 	touch $(STAMP)
 
+# a 3-node cluster on 127.0.0.1 (client ports 4222-4224, cluster 6222-6224, monitor 8222-8224);
+# Ctrl-C stops it. `make run-single` runs one server without Raft.
 run: $(STAMP)
-	$(BIN)/jetraft server -a 127.0.0.1 -p 4222 -sd $(DATA) -n jetraft-1 -m 8222
+	$(BIN)/jetraft cluster run --nodes 3 --dir $(DATA)
+
+run-single: $(STAMP)
+	$(BIN)/jetraft server -a 127.0.0.1 -p 4222 -sd $(DATA)/single -n jetraft-1 -m 8222
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -42,6 +42,7 @@ from engine.entries import UpdateConfigEntry
 from engine.filestore import FileStore
 from engine.memstore import MemoryStore
 from engine.msg_get import answer_msg_get, parse_msg_get_request
+from engine.state_transfer import TransferError, resume_request
 from engine.store import MessageStore
 from engine.stream import Stream
 from protocol import api_json
@@ -49,6 +50,7 @@ from protocol import errors as E
 from protocol.errors import ApiError
 from protocol.headers import get_header
 from protocol.models import StreamConfig
+from protocol.route_frames import FrameKind
 from protocol.stream_config import normalize_create, normalize_update
 from protocol.timefmt import format_rfc3339nano
 
@@ -95,6 +97,7 @@ class ClusteredJetStream(JetStream):
         )
         self.driver.start()
         self.driver.tick_callbacks.append(self._on_tick)
+        self.routes.on_catchup = self._on_catchup
         self._form_task = asyncio.get_running_loop().create_task(self._form_meta())
         self._form_task.add_done_callback(_log_failure)
 
@@ -189,6 +192,13 @@ class ClusteredJetStream(JetStream):
         store: MessageStore
         if cfg.storage == "file":
             store = FileStore(stream_dir / MSGS_DIR)
+            if resume_request(store) is not None:
+                # a state transfer was cut short by a crash: start the store over; Raft's
+                # snapshot then asks for a complete transfer
+                log.warning("stream %s: discarding an interrupted state transfer", cfg.name)
+                store.close()
+                shutil.rmtree(stream_dir / MSGS_DIR)
+                store = FileStore(stream_dir / MSGS_DIR)
         else:
             store = MemoryStore()
         stream = Stream(cfg, store, sa.created_ns)
@@ -204,6 +214,7 @@ class ClusteredJetStream(JetStream):
             batch_context=self.batch_context,
             on_leader_change=self._stream_leader_changed,
         )
+        host.send_catchup = self._send_catchup
         self.replicas[cfg.name] = host
         self.streams[cfg.name] = host
         self.created_ns[cfg.name] = sa.created_ns
@@ -231,6 +242,27 @@ class ClusteredJetStream(JetStream):
         if reply and host is not None and host.is_leader:
             info = self._info(host, "", dynamic_metadata=False)
             self.router.publish(reply, None, None, _dumps(info))
+
+    # --- state transfer between replicas ------------------------------------------------------
+    def _send_catchup(self, peer: str, body: list[Any]) -> None:
+        self.routes.send(peer, FrameKind.CATCHUP, body)
+
+    def _on_catchup(self, peer: str, body: list[Any]) -> None:
+        stream, transfer_id, part, data = body
+        host = self.replicas.get(str(stream))
+        if host is None:
+            return
+        if part != "req":
+            host.on_transfer_chunk(int(transfer_id), str(part), bytes(data))
+            return
+        try:
+            chunks = host.transfer_chunks(bytes(data))
+        except TransferError as exc:
+            self.routes.send(peer, FrameKind.CATCHUP, [stream, transfer_id, "error", str(exc)])
+            return
+        log.info("stream %s: state transfer to %s (%d chunks)", stream, peer, len(chunks))
+        for chunk in chunks:
+            self.routes.send(peer, FrameKind.CATCHUP, [stream, transfer_id, "chunk", chunk])
 
     # --- who answers --------------------------------------------------------------------------
     def _on_api(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes) -> None:

@@ -144,6 +144,8 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         self.transport_.journal = self.journal
         self.snapshot_path = data_dir / "snapshot.json"
         self.applying_index = 0
+        # set while the owner fetches state the log no longer has: the driver does not tick
+        self.paused = False
         self.last_leader_change_ns = time.time_ns()
         conf = SyncObjConf(
             autoTick=False,
@@ -371,6 +373,8 @@ class RaftDriver:
                 self.tick(group)
 
     def tick(self, group: RaftGroup) -> None:
+        if group.paused:
+            return
         self._sync(group)  # entries applied in this tick are on disk here first
         try:
             group.doTick(0.0)

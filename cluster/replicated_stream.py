@@ -45,6 +45,13 @@ from engine.entries import (
     decode_entry,
     encode_entry,
 )
+from engine.state_transfer import (
+    CatchupRequest,
+    TransferApplier,
+    TransferError,
+    plan_transfer,
+    resume_request,
+)
 from engine.store import MessageStore
 from engine.stream import Stream
 from protocol import errors as E
@@ -57,6 +64,13 @@ CMD_BARRIER = 2
 PROPOSALS_INFLIGHT_MAX = 8
 # a follower this many entries behind the leader's commit stops answering Direct Get
 DIRECT_GET_LAG_MAX = 1000
+CATCHUP_TIMEOUT_S = 30.0
+CATCHUP_RETRY_MIN_S = 0.2
+CATCHUP_RETRY_MAX_S = 5.0
+# Leaders spread over the nodes: placement names a preferred leader per stream (the first peer);
+# whoever wins the first election hands leadership to it once it is caught up, within this window
+# after the replica opened (later, leadership stays where elections put it: no ping-pong).
+PREFERRED_LEADER_WINDOW_S = 15.0
 
 
 class ReplicatedStreamHost(StreamHost):
@@ -76,12 +90,20 @@ class ReplicatedStreamHost(StreamHost):
     ) -> None:
         super().__init__(stream, store, router, durable=False, batch_context=batch_context)
         self.peers = sorted(peers)
+        self.preferred = peers[0] if peers else self_id
+        self._opened_at = time.monotonic()
+        self._handed_over = False
         self.driver = driver
         self._inflight = 0
         self._barrier: asyncio.Future[int] | None = None
         self._was_leader = False
         self._on_leader_change = on_leader_change
         self.direct_gets_served = 0
+        self.transfers_received = 0
+        self._catchup_task: asyncio.Task[None] | None = None
+        self._transfer: tuple[int, TransferApplier, asyncio.Future[None]] | None = None
+        self._transfer_seq = 0
+        self.send_catchup: Callable[[str, list[Any]], None] = lambda _peer, _body: None
         self.group = RaftGroup(
             f"S.{stream.config.name}",
             self_id,
@@ -109,6 +131,8 @@ class ReplicatedStreamHost(StreamHost):
             self._expiry_timer.cancel()
         if self._task is not None:
             self._task.cancel()
+        if self._catchup_task is not None:
+            self._catchup_task.cancel()
         self._fail_queued()
         self.driver.remove(self.group.group_name)
         self.store.sync()
@@ -188,10 +212,28 @@ class ReplicatedStreamHost(StreamHost):
             self._on_leader_change(self)
 
     def on_tick(self) -> None:
-        """Called by the node every Raft tick: keeps the Direct Get subscription honest."""
+        """Called by the node every Raft tick: keeps the Direct Get subscription honest and hands
+        a new stream's leadership to its preferred peer."""
         want = self.config.allow_direct and self.caught_up
         if want != bool(self._direct_subs):
             self.refresh_subscriptions()
+        if self.is_leader and not self._handed_over:
+            self._hand_over_to_preferred()
+
+    def _hand_over_to_preferred(self) -> None:
+        group = self.group
+        if self.preferred == group.self_id:
+            self._handed_over = True
+            return
+        if time.monotonic() - self._opened_at > PREFERRED_LEADER_WINDOW_S:
+            self._handed_over = True
+            return
+        progress = group.peer_progress().get(self.preferred)
+        if progress is None or progress[0] != group.last_log_index:
+            return  # not caught up yet: Raft would refuse the transfer
+        self._handed_over = True
+        log.info("stream %s: handing leadership to preferred %s", self.name, self.preferred)
+        group.transferLeadership(group.nodes[self.preferred])
 
     def _fail_queued(self) -> None:
         while self._queue:
@@ -331,14 +373,85 @@ class ReplicatedStreamHost(StreamHost):
         return {"applied_index": self.stream.applied_index, "last_seq": self.stream.last_seq}
 
     def _restore(self, index: int, _state: dict[str, Any]) -> None:
-        if self.stream.applied_index < index:
-            # installed from the leader: this replica lacks entries the log no longer has
-            log.warning(
-                "stream %s: snapshot at %d is ahead of the local state at %d",
+        if self.stream.applied_index >= index:
+            return
+        # A snapshot from the leader, ahead of this replica: the log no longer has the entries
+        # in between. Stop applying (the driver skips a paused group; appends are still stored
+        # and acknowledged) and fetch the state those entries produced from the leader.
+        log.warning(
+            "stream %s: snapshot at %d is ahead of the local state at %d: state transfer",
+            self.name,
+            index,
+            self.stream.applied_index,
+        )
+        self.group.paused = True
+        if self._catchup_task is None or self._catchup_task.done():
+            self._catchup_task = asyncio.get_running_loop().create_task(self._catch_up())
+
+    async def _catch_up(self) -> None:
+        delay = CATCHUP_RETRY_MIN_S
+        while not self._closing:
+            leader = self.group.leader_id
+            if leader is None or leader == self.group.self_id:
+                await asyncio.sleep(delay)
+                continue
+            resume = resume_request(self.store)
+            request = resume if resume is not None else CatchupRequest.of(self.stream)
+            try:
+                applier = TransferApplier(self.store, request)
+            except TransferError:
+                log.exception("stream %s: state transfer cannot resume", self.name)
+                return
+            self._transfer_seq += 1
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._transfer = (self._transfer_seq, applier, future)
+            self.send_catchup(leader, [self.name, self._transfer_seq, "req", request.encode()])
+            try:
+                await asyncio.wait_for(future, CATCHUP_TIMEOUT_S)
+            except (TimeoutError, TransferError) as exc:
+                log.warning("stream %s: state transfer from %s failed: %s", self.name, leader, exc)
+                self._transfer = None
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, CATCHUP_RETRY_MAX_S)
+                continue
+            self._transfer = None
+            if not applier.skipped:
+                self.stream = applier.stream
+            self.store.sync()
+            self.transfers_received += 1
+            log.info(
+                "stream %s: state transfer from %s done (%d messages), applied index %d",
                 self.name,
-                index,
+                leader,
+                applier.messages_appended,
                 self.stream.applied_index,
             )
+            self.group.paused = False
+            self.driver.kick(self.group.group_name)
+            return
+
+    def on_transfer_chunk(self, transfer_id: int, part: str, data: bytes) -> None:
+        pending = self._transfer
+        if pending is None or pending[0] != transfer_id:
+            return
+        _, applier, future = pending
+        if future.done():
+            return
+        if part != "chunk":
+            future.set_exception(TransferError(data.decode(errors="replace")))
+            return
+        try:
+            if applier.feed(data):
+                future.set_result(None)
+        except TransferError as exc:
+            future.set_exception(exc)
+
+    def transfer_chunks(self, request: bytes) -> list[bytes]:
+        """Leader: every chunk a follower that sent ``request`` needs, taken at once (the
+        engine must not apply in between)."""
+        if not self.is_leader:
+            raise TransferError("not the leader")
+        return list(plan_transfer(self.stream, CatchupRequest.decode(request)))
 
     # --- cluster info -----------------------------------------------------------------------
     def lag(self) -> int:

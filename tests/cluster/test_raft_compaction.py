@@ -1,0 +1,104 @@
+"""Raft log compaction with tiny snapshots, restart from a snapshot, and catch-up of a replica that
+fell behind the compaction point (state transfer), on an in-process 3-node cluster."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import nats
+import pytest
+
+from cluster import raft_group
+from tests.cluster.inprocess import InProcessCluster, wait_for
+
+COMPACT_EVERY = 16
+MSGS = 120
+
+
+@pytest.fixture
+async def cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[InProcessCluster]:
+    monkeypatch.setattr(raft_group, "RAFT_COMPACT_ENTRIES", COMPACT_EVERY)
+    c = InProcessCluster(tmp_path, 3)
+    try:
+        await c.start()
+        yield c
+    finally:
+        await c.stop()
+
+
+async def _publish(url: str, start: int, count: int) -> list[int]:
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream(timeout=5)
+        seqs = []
+        for i in range(start, start + count):
+            ack = await js.publish(f"c.{i % 7}", f"m{i}".encode())
+            seqs.append(ack.seq)
+        return seqs
+    finally:
+        await nc.close()
+
+
+async def _create(url: str) -> None:
+    nc = await nats.connect(url)
+    try:
+        await nc.jetstream(timeout=10).add_stream(
+            name="C", subjects=["c.>"], num_replicas=3, allow_direct=True
+        )
+    finally:
+        await nc.close()
+
+
+def _converged(c: InProcessCluster) -> bool:
+    hosts = [c.replica(i, "C") for i in c.live()]
+    if any(h is None for h in hosts):
+        return False
+    states = {(h.stream.applied_index, h.stream.digest()) for h in hosts if h is not None}
+    return len(states) == 1
+
+
+async def test_log_is_compacted_and_a_restarted_replica_replays_to_the_same_digest(
+    cluster: InProcessCluster,
+) -> None:
+    await _create(cluster.urls[0])
+    seqs = await _publish(cluster.urls[0], 0, MSGS)
+    assert seqs == list(range(1, MSGS + 1))
+    await wait_for(lambda: _converged(cluster), "replicas to converge")
+    for i in cluster.live():
+        host = cluster.replica(i, "C")
+        assert host is not None
+        # one entry per sync publish; compaction keeps the log far shorter than the stream
+        assert len(host.group.journal) < MSGS // 2, (i, len(host.group.journal))
+        assert host.group.snapshot_path.is_file()
+    leader = cluster.leader_of("C")
+    follower = next(i for i in cluster.live() if i != leader)
+    await cluster.stop_node(follower)
+    await cluster.start_node(follower)
+    await wait_for(lambda: _converged(cluster), "restarted replica to converge")
+    host = cluster.replica(follower, "C")
+    assert host is not None and host.stream.state().messages == MSGS
+
+
+async def test_a_replica_behind_the_compaction_point_catches_up_by_state_transfer(
+    cluster: InProcessCluster,
+) -> None:
+    await _create(cluster.urls[0])
+    await _publish(cluster.urls[0], 0, 10)
+    await wait_for(lambda: _converged(cluster), "replicas to converge")
+    leader = cluster.leader_of("C")
+    assert leader is not None
+    follower = next(i for i in cluster.live() if i != leader)
+    await cluster.stop_node(follower)
+    await _publish(cluster.urls[leader], 10, MSGS)  # the leader compacts past the follower
+    leader_host = cluster.replica(leader, "C")
+    assert leader_host is not None
+    assert leader_host.group.journal[0][1] > 12  # the entries the follower lacks are gone
+    await cluster.start_node(follower)
+    await wait_for(lambda: _converged(cluster), "lagging replica to catch up")
+    host = cluster.replica(follower, "C")
+    assert host is not None
+    assert host.stream.state().messages == MSGS + 10
+    assert host.transfers_received >= 1
