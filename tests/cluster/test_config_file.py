@@ -65,3 +65,33 @@ def test_listen_sets_host_and_port(tmp_path: Path) -> None:
     conf.write_text("listen: 127.0.0.2:4555\n")
     opts = options_from(_args(config=str(conf)))
     assert (opts.host, opts.port) == ("127.0.0.2", 4555)
+
+
+def test_cluster_block_and_flags(tmp_path: Path) -> None:
+    conf = tmp_path / "c.conf"
+    conf.write_text(
+        "server_name: n1\ncluster {\n  name: prod\n  listen: 0.0.0.0:6222\n"
+        "  routes: [\n    nats://a:6222\n    nats://b:6222\n  ]\n}\n"
+    )
+    opts = options_from(_args(config=str(conf)))
+    assert opts.clustered
+    assert (opts.cluster_name, opts.cluster_host, opts.cluster_port) == ("prod", "0.0.0.0", 6222)
+    assert opts.routes == ["nats://a:6222", "nats://b:6222"]
+    opts = options_from(
+        _args(config=str(conf), cluster="nats://127.0.0.1:7000", routes="nats://x:1,nats://y:2")
+    )
+    assert (opts.cluster_host, opts.cluster_port) == ("127.0.0.1", 7000)
+    assert opts.routes == ["nats://x:1", "nats://y:2"]
+
+
+def test_cluster_needs_a_name_and_valid_urls(tmp_path: Path) -> None:
+    conf = tmp_path / "c.conf"
+    conf.write_text("server_name: n1\ncluster { listen: 127.0.0.1:6222 }\n")
+    with pytest.raises(SystemExit, match="cluster needs a name"):
+        options_from(_args(config=str(conf)))
+    with pytest.raises(SystemExit, match="invalid cluster URL"):
+        options_from(_args(config=str(conf), cluster_name="c", routes="nats://nohost"))
+
+
+def test_standalone_without_cluster_block() -> None:
+    assert not options_from(_args()).clustered
