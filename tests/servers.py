@@ -2,21 +2,29 @@
 
 Owns: choosing free ports, launching the reference nats-server and jetraft as child processes
 with their own store directory, waiting until a server speaks the NATS protocol (INFO, then
-PING answered by PONG), and stopping exactly the processes it started, by pid.
-Must never: kill anything by name, bind to anything but 127.0.0.1, or know about JetStream.
+PING answered by PONG), and stopping exactly the processes it started, by pid. Also a local
+jetraft cluster (N routed nodes), ready once every node's monitoring ``/healthz`` answers 200.
+Must never: kill anything by name, bind to anything but 127.0.0.1, or know about JetStream
+beyond reading the monitoring endpoints.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
+from typing import Any, TypeVar
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = PROJECT_ROOT / ".venv" / "bin"
@@ -238,3 +246,223 @@ def start_jetraft(
 ) -> ServerProc:
     """Start a jetraft node and wait until it answers PING."""
     return jetraft_proc(tmp_path, name=name, extra_args=extra_args).start()
+
+
+# --- a local jetraft cluster ------------------------------------------------------------------
+
+CLUSTER_NAME = "c"
+CLUSTER_READY_TIMEOUT_S = 60.0
+HTTP_TIMEOUT_S = 2.0
+WAIT_POLL_INTERVAL_S = 0.1
+
+
+def _distinct_free_ports(count: int) -> list[int]:
+    """``count`` different ports, each free a moment ago (free_port alone may repeat one)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
+def http_get_json(port: int, path: str, timeout_s: float = HTTP_TIMEOUT_S) -> tuple[int, Any]:
+    """(status, JSON body) of ``GET http://127.0.0.1:port/path``; OSError when nothing answers."""
+    try:
+        with urllib.request.urlopen(f"http://{HOST}:{port}{path}", timeout=timeout_s) as resp:
+            return int(resp.status), json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        body = exc.read()
+        return int(exc.code), json.loads(body) if body else None
+
+
+T = TypeVar("T")
+
+
+class JetraftCluster:
+    """N ``jetraft server`` processes routed to each other (full mesh), one store dir each.
+
+    Node ``i`` (0-based) is named ``n{i+1}``. Ports and store dirs are fixed at construction, so
+    a killed or stopped node restarts as the same member.
+    """
+
+    def __init__(self, tmp_path: Path, nodes: int = 3, name: str = CLUSTER_NAME) -> None:
+        self.name = name
+        ports = _distinct_free_ports(3 * nodes)
+        client, http, cluster = ports[:nodes], ports[nodes : 2 * nodes], ports[2 * nodes :]
+        self.cluster_urls = [f"nats://{HOST}:{p}" for p in cluster]
+        routes = ",".join(self.cluster_urls)
+        self.nodes: list[ServerProc] = []
+        for i in range(nodes):
+            node_name = f"n{i + 1}"
+            store_dir = tmp_path / node_name
+            argv = [
+                *jetraft_command(),
+                "server",
+                "-n",
+                node_name,
+                "-a",
+                HOST,
+                "-p",
+                str(client[i]),
+                "-m",
+                str(http[i]),
+                "-sd",
+                str(store_dir),
+                "--cluster_name",
+                name,
+                "--cluster",
+                self.cluster_urls[i],
+                "--routes",
+                routes,
+            ]
+            self.nodes.append(
+                ServerProc(
+                    argv,
+                    name=node_name,
+                    port=client[i],
+                    http_port=http[i],
+                    store_dir=store_dir,
+                    log_path=tmp_path / f"{node_name}.log",
+                )
+            )
+
+    @property
+    def urls(self) -> list[str]:
+        """Client URLs, node order."""
+        return [node.url for node in self.nodes]
+
+    @property
+    def names(self) -> list[str]:
+        return [node.name for node in self.nodes]
+
+    def index_of(self, node_name: str) -> int:
+        return self.names.index(node_name)
+
+    # --- processes ----------------------------------------------------------------------------
+    def start(self, timeout_s: float = CLUSTER_READY_TIMEOUT_S) -> JetraftCluster:
+        """Launch every node at once (each waits for its peers' routes), then wait until every
+        ``/healthz`` answers 200; on failure stop them all and raise with every log tail."""
+        try:
+            with ThreadPoolExecutor(len(self.nodes)) as pool:
+                for future in [pool.submit(node.start, timeout_s) for node in self.nodes]:
+                    future.result()
+            self.wait_healthy(timeout_s=timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM every running node (concurrently, each escalating to SIGKILL on timeout)."""
+        with ThreadPoolExecutor(len(self.nodes)) as pool:
+            for future in [pool.submit(node.stop) for node in self.nodes]:
+                future.result()
+
+    def kill(self, i: int) -> None:
+        """SIGKILL node ``i`` (a crash)."""
+        self.nodes[i].kill()
+
+    def restart(self, i: int, timeout_s: float = CLUSTER_READY_TIMEOUT_S) -> None:
+        """Start node ``i`` again on its ports and store dir (stopping it first if it runs), and
+        wait until its ``/healthz`` answers 200."""
+        node = self.nodes[i]
+        if node.running:
+            node.stop()
+        node.start(timeout_s)
+        self.wait_healthy([i], timeout_s)
+
+    def __enter__(self) -> JetraftCluster:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # --- monitoring ---------------------------------------------------------------------------
+    def healthy(self, i: int) -> bool:
+        if not self.nodes[i].running:
+            return False
+        try:
+            status, _body = http_get_json(self.nodes[i].http_port, "/healthz")
+        except (OSError, ValueError):
+            return False
+        return status == 200
+
+    def jsz(self, i: int) -> dict[str, Any] | None:
+        """Node ``i``'s ``GET /jsz``, or None if the node is down or does not answer."""
+        if not self.nodes[i].running:
+            return None
+        try:
+            status, body = http_get_json(self.nodes[i].http_port, "/jsz")
+        except (OSError, ValueError):
+            return None
+        return body if status == 200 and isinstance(body, dict) else None
+
+    def stream_jsz(self, i: int, stream: str) -> dict[str, Any] | None:
+        """Stream ``stream``'s entry in node ``i``'s /jsz (None: node down or not a replica)."""
+        jsz = self.jsz(i)
+        if jsz is None:
+            return None
+        for entry in jsz.get("streams", []):
+            if isinstance(entry, dict) and entry.get("name") == stream:
+                return entry
+        return None
+
+    def wait_healthy(
+        self, indices: Sequence[int] | None = None, timeout_s: float = CLUSTER_READY_TIMEOUT_S
+    ) -> None:
+        todo = list(range(len(self.nodes))) if indices is None else list(indices)
+        try:
+            self.wait_for(lambda: all(self.healthy(i) for i in todo), timeout_s)
+        except TimeoutError as exc:
+            raise ServerStartError(f"{exc}; nodes {todo} not healthy\n{self.log_tails()}") from exc
+
+    def wait_for(
+        self,
+        cond: Callable[[], T],
+        timeout_s: float,
+        what: str = "condition",
+        interval_s: float = WAIT_POLL_INTERVAL_S,
+    ) -> T:
+        """Poll ``cond`` until it returns something truthy (returned) or raise TimeoutError."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            value = cond()
+            if value:
+                return value
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{what} not met within {timeout_s:.1f}s")
+            time.sleep(interval_s)
+
+    async def await_for(
+        self,
+        cond: Callable[[], T],
+        timeout_s: float,
+        what: str = "condition",
+        interval_s: float = WAIT_POLL_INTERVAL_S,
+    ) -> T:
+        """``wait_for`` for async tests: sleeps without blocking the event loop (clients keep
+        being served between polls)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            value = cond()
+            if value:
+                return value
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{what} not met within {timeout_s:.1f}s")
+            await asyncio.sleep(interval_s)
+
+    def log_tails(self, tail_bytes: int = LOG_TAIL_BYTES) -> str:
+        return "\n".join(
+            f"--- {node.name} log tail ---\n{node.log_tail(tail_bytes)}" for node in self.nodes
+        )
+
+
+def start_jetraft_cluster(tmp_path: Path, nodes: int = 3) -> JetraftCluster:
+    """Start ``nodes`` routed jetraft nodes and wait until every ``/healthz`` answers 200."""
+    return JetraftCluster(tmp_path, nodes).start()
