@@ -105,7 +105,8 @@ class ReplicatedStreamHost(StreamHost):
         self._transfer_seq = 0
         self.send_catchup: Callable[[str, list[Any]], None] = lambda _peer, _body: None
         self.group = RaftGroup(
-            f"S.{stream.config.name}",
+            # one name per incarnation: a re-created stream never hears its predecessor's Raft
+            f"S.{stream.config.name}.{stream.created_ns:x}",
             self_id,
             peers,
             raft_dir,
