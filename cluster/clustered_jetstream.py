@@ -538,6 +538,7 @@ class ClusteredJetStream(JetStream):
                     "leader": group.leader_id,
                     "is_leader": host.is_leader,
                     "replicas": host.peers,
+                    "preferred_leader": host.preferred,
                     "raft_group": group.group_name,
                     "term": group.term,
                     "applied_index": host.stream.applied_index,
