@@ -3,14 +3,14 @@ the replica lacks.
 
 The Raft log of a stream is compacted with tiny snapshots ("applied up to index I"), because the
 engine's store persists itself. A follower that fell behind the compaction point cannot replay the
-log; it sends a ``CatchupRequest`` (its first_seq, last_seq and applied index) and the leader
-answers with the chunks of ``plan_transfer``, which a ``TransferApplier`` on the follower applies
-to its ``MessageStore``:
+log; it sends a ``CatchupRequest`` (its first_seq, last_seq, applied index, and the live count of
+each of at most CATCHUP_BUCKETS_MAX buckets of its range) and the leader answers with the chunks
+of ``plan_transfer``, which a ``TransferApplier`` on the follower applies to its ``MessageStore``:
 
-* HEADER: the request echoed, the leader's applied index, first_seq and last_seq, and its engine
-  meta blob (``Stream.meta_blob``: config, last_seq across purges, last msg id, timestamps);
-* REMOVE (zero or more): the runs of sequences in the follower's range
-  ``[max(req.first_seq, leader.first_seq), req.last_seq]`` that the leader no longer holds;
+* HEADER: the request's checksum, the leader's applied index, first_seq and last_seq, and its
+  engine meta blob (``Stream.meta_blob``: config, last_seq across purges, last msg id, times);
+* REMOVE (zero or more): the runs of sequences in the follower's range, at or above the leader's
+  first_seq, that the leader no longer holds, searched only in buckets whose live counts differ;
   everything below the leader's first_seq is dropped with one ``remove_through``;
 * MSGS (zero or more): the leader's stored messages with seq > req.last_seq, as file-store MSG
   records (``engine/records.py``), at most ``chunk_bytes_max`` bytes per chunk (a single larger
@@ -22,24 +22,29 @@ replicas applied a prefix of one log. So every message the leader holds at or be
 follower's last_seq, the follower holds too; a sequence there that the follower holds and the
 leader does not was removed by a committed entry (delete, purge, expiry, limit, rollup) that the
 follower has not applied. What the follower lacks is therefore exactly: those removals, the
-messages above its last_seq, and the meta. The follower then reopens its stream from the store
-exactly as a restart does (``Stream.open``) and checks that its digest equals the leader's.
+messages above its last_seq, and the meta. And since the leader's live set within the range is a
+subset of the follower's, a bucket where both count the same messages holds the same messages:
+only buckets whose counts differ can hold removals. The follower then reopens its stream from the
+store exactly as a restart does (``Stream.open``) and checks its digest against the leader's.
 
-Cost. The leader never walks its stream: the missing runs are found by bisecting live counts
-(``Stream.num_pending``, O(log n) each), so finding them costs O(runs * log(range) * log n), and
-the messages sent are read with ``Stream.load_next``. Bytes sent are O(meta + 16 per missing run
-+ the missing messages), independent of the leader's total size. The runs are bounded by the
-follower's own range, not by what it lacks: a follower whose range holds many separate holes
-(e.g. every other message deleted) gets one run per hole, and removes each sequence of a run from
-its store one by one (cheap for absent ones). Its range only ever holds sequences that were once
-assigned to a message, so this is bounded by the follower's own history. Reopening the stream
+Cost. The leader never walks its stream: it compares the bucket counts with its own (two
+O(log n) lookups each, ``Stream.num_pending``), finds the missing runs in the differing buckets
+by bisecting live counts (O(runs * log(bucket) * log n)), and reads only the messages it sends
+(``Stream.load_next``). Bytes sent are O(meta + 16 per run + the missing messages); the request is
+at most 8 KiB. Neither grows with the leader's total size. What is not proportional to what the
+follower lacks: in a bucket whose count differs, every run of holes is sent, including the holes
+the follower already has (a stream with holes everywhere, e.g. a max_msgs_per_subject=1 stream,
+sends about holes / CATCHUP_BUCKETS_MAX runs per differing bucket), and the follower removes each
+seq of a run one by one (cheap for absent ones). Runs lie within the follower's range, which only
+ever holds sequences once assigned to messages: bounded by its own history. Reopening the stream
 afterwards reads the follower's whole store once, as a restart does.
 
 Safety on the follower. Before touching anything it replaces the store's meta with a transfer
 marker that ``Stream`` refuses to open (``StreamMetaError``); a transfer cut short (a crash, a bad
 chunk) thus never leaves a store that opens as a plausible but wrong state. The marker holds the
-request that resumes the transfer (``resume_request``). Only after the END chunk is the leader's
-meta written; if the reopened stream's digest differs, the marker is put back and
+request that resumes the transfer (``resume_request``), kept up to date chunk by chunk (a cut in
+the middle of a message chunk is covered by ``partial_through``). Only after the END chunk is the
+leader's meta written; if the reopened stream's digest differs, the marker is put back and
 ``TransferError`` raised. The applier flushes after each chunk (bounding the store's buffer);
 fsync is the caller's, as for ``apply``.
 
@@ -558,7 +563,7 @@ class TransferApplier:
         except TransferError:
             self._mark()
             raise
-        if False:
+        if stream.digest() != digest:
             self._mark()
             raise TransferError(
                 f"digest mismatch after the transfer at leader index {header.leader_applied}"
