@@ -274,6 +274,19 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         self.journal._destroy()
 
 
+def _keep_next_index(group: RaftGroup, node: Node, message: dict[str, Any]) -> None:
+    """Deliver a follower's append reply without letting a late success pull the leader's next
+    index back. pysyncobj sets next = reply + 1 whenever the match index advances; our replies
+    wait for the follower's fsync, so one often arrives after later entries were already sent,
+    and the rewind made the leader resend them and the follower truncate and re-append them."""
+    next_index: dict[Node, int] = group._SyncObj__raftNextIndex
+    before = next_index.get(node)
+    group.transport_.deliver(node, message)
+    after = next_index.get(node)
+    if before is not None and after is not None and after < before and group.is_leader:
+        next_index[node] = before
+
+
 class RaftDriver:
     """Ticks every Raft group of this node on the event loop and routes their messages."""
 
@@ -321,7 +334,10 @@ class RaftDriver:
         node = group.nodes.get(peer)
         if node is None:
             return
-        group.transport_.deliver(node, message)
+        if message.get("type") == "next_node_idx" and message.get("success"):
+            _keep_next_index(group, node, message)
+        else:
+            group.transport_.deliver(node, message)
         self.kick(group_name)
 
     def _peer_up(self, peer: str) -> None:
