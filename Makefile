@@ -13,6 +13,11 @@ $(BIN)/python:
 $(STAMP): pyproject.toml tests/js/package-lock.json | $(BIN)/python
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	# libfaketime: the chaos harness's clock nemesis (skipped where it cannot be installed)
+	if ! ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 && command -v apt-get >/dev/null \
+	   && [ "$$(id -u)" = 0 ]; then \
+	   (apt-get install -y -qq libfaketime || (apt-get update -qq && apt-get install -y -qq libfaketime)) \
+	   >/dev/null 2>&1 || echo "libfaketime not installed: the clock nemesis will be skipped"; fi
 	# nats.js for the client smoke test; the test skips where node/npm are absent
 	if command -v npm >/dev/null; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
 	touch $(STAMP)

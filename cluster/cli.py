@@ -8,11 +8,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import logging
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from cluster import sync_ledger
+from cluster.apply_log import DEFAULT_NAME as DEFAULT_APPLY_LOG
 from cluster.batching import BatchConfigError, batch_limits_from_config
 from cluster.config_file import ConfigError, parse_config
 from cluster.local_cluster import add_cluster_parser, run_cluster_command
@@ -33,6 +37,64 @@ def _server_parser(sub: Any) -> None:
     p.add_argument("--cluster_name", help="cluster name")
     p.add_argument("--cluster", help="cluster URL to listen on for routes, nats://host:port")
     p.add_argument("--routes", help="comma-separated route URLs (nats://host:port,...)")
+    p.add_argument(
+        "--apply_log",
+        nargs="?",
+        const="",
+        help="write applied message events as JSON lines to PATH "
+        "(default <store_dir>/jetstream/applied.jsonl); cluster mode",
+    )
+
+
+COMMANDS_ENTRY_POINT_GROUP = "jetraft.commands"
+
+
+def _log_parser(sub: Any) -> None:
+    p = sub.add_parser("log", help="the applied-entry log of a node (see --apply_log)")
+    logsub = p.add_subparsers(dest="log_command", required=True)
+    exp = logsub.add_parser("export", help="export a node's applied-entry log as JSON lines")
+    exp.add_argument("--store_dir", "-sd", required=True, help="the node's store directory")
+    exp.add_argument("--apply_log", help="the log file if not in its default place")
+    exp.add_argument("--stream", help="only this stream's rows")
+    exp.add_argument("--out", required=True, help="output file, or - for stdout")
+
+
+def _log_export(args: argparse.Namespace) -> int:
+    """Copy a node's applied-entry log, checking every row, optionally for one stream."""
+    source = (
+        Path(args.apply_log)
+        if args.apply_log
+        else Path(args.store_dir) / "jetstream" / DEFAULT_APPLY_LOG
+    )
+    if not source.is_file():
+        print(
+            f"jetraft: no applied-entry log at {source} (was the node run with --apply_log?)",
+            file=sys.stderr,
+        )
+        return 1
+    out = sys.stdout if args.out == "-" else open(args.out, "w", encoding="utf-8")
+    rows = 0
+    try:
+        with open(source, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    if not line.endswith("\n"):
+                        break  # the last row, cut short by a kill: not a row
+                    print(f"jetraft: {source}:{number}: not a JSON row", file=sys.stderr)
+                    return 1
+                if args.stream and row.get("stream") != args.stream:
+                    continue
+                out.write(json.dumps(row, separators=(",", ":")) + "\n")
+                rows += 1
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    print(f"jetraft: exported {rows} rows from {source}", file=sys.stderr)
+    return 0
 
 
 GC_THRESHOLDS = (50_000, 20, 20)  # CPython defaults (700, 10, 10) collect ~70x as often
@@ -76,6 +138,11 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
     if "ping_max" in conf:
         opts.ping_max = int(conf["ping_max"])
     _cluster_options(args, conf, opts)
+    apply_log = getattr(args, "apply_log", None)
+    if apply_log is not None:
+        opts.apply_log = (
+            Path(apply_log) if apply_log else opts.store_dir / "jetstream" / DEFAULT_APPLY_LOG
+        )
     try:
         batch_limits = batch_limits_from_config(conf)
     except BatchConfigError as exc:
@@ -122,6 +189,7 @@ def _cluster_options(args: argparse.Namespace, conf: dict[str, Any], opts: Serve
 
 
 async def _serve(opts: ServerOptions) -> None:
+    sync_ledger.install_from_env()
     server = Server(opts)
     await server.start()
     # everything loaded so far (indexes of reopened streams) lives as long as the process: keep
@@ -137,9 +205,19 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     _server_parser(sub)
     add_cluster_parser(sub)
+    _log_parser(sub)
+    # commands of the layers above cluster/ (`jetraft chaos`, `jetraft analyze`) register through
+    # entry points, so this module never imports them
+    for ep in entry_points(group=COMMANDS_ENTRY_POINT_GROUP):
+        ep.load()(sub)
     args = parser.parse_args(argv)
     if args.command == "cluster":
         return run_cluster_command(args)
+    if args.command == "log":
+        return _log_export(args)
+    func = getattr(args, "func", None)
+    if func is not None:
+        return int(func(args))
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.INFO,
         format="[%(process)d] %(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -29,9 +29,17 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from cluster.jetstream import API_PREFIX, MSGS_DIR, JetStream, _api_level_ok, _dumps
+from cluster.apply_log import ApplyLog, ObservedStore
+from cluster.jetstream import (
+    API_PREFIX,
+    MSGS_DIR,
+    JetStream,
+    _api_level_ok,
+    _dumps,
+    _write_atomic,
+)
 from cluster.meta_state import Assignment, MetaState, decode_meta_command, encode_meta_command
 from cluster.raft_group import NotLeaderError, RaftDriver, RaftGroup
 from cluster.replicated_stream import ReplicatedStreamHost
@@ -73,8 +81,10 @@ class ClusteredJetStream(JetStream):
         routes: RouteManager,
         cluster_name: str,
         batch_limits: BatchLimits | None = None,
+        apply_log: ApplyLog | None = None,
     ) -> None:
         super().__init__(router, store_dir, server_name, batch_limits=batch_limits)
+        self.apply_log = apply_log
         self.routes = routes
         self.cluster_name = cluster_name
         self.driver = RaftDriver(routes)
@@ -110,8 +120,6 @@ class ClusteredJetStream(JetStream):
         else:
             await self.routes.all_resolved.wait()
             peers = sorted(set(self.routes.resolved.values()) | {self.server_name})
-            from cluster.jetstream import _write_atomic
-
             _write_atomic(peers_path, json.dumps({"v": 1, "peers": peers}).encode())
         self.peers = peers
         log.info("meta group over %s", ", ".join(peers))
@@ -138,6 +146,8 @@ class ClusteredJetStream(JetStream):
         self.replicas.clear()
         self.streams.clear()
         await self.driver.close()
+        if self.apply_log is not None:
+            self.apply_log.close()
 
     def _on_tick(self) -> None:
         meta = self.meta
@@ -201,6 +211,8 @@ class ClusteredJetStream(JetStream):
                 store = FileStore(stream_dir / MSGS_DIR)
         else:
             store = MemoryStore()
+        if self.apply_log is not None:
+            store = cast(MessageStore, ObservedStore(store))
         stream = Stream(cfg, store, sa.created_ns)
         host = ReplicatedStreamHost(
             stream,
@@ -213,6 +225,7 @@ class ClusteredJetStream(JetStream):
             driver=self.driver,
             batch_context=self.batch_context,
             on_leader_change=self._stream_leader_changed,
+            apply_log=self.apply_log,
         )
         host.send_catchup = self._send_catchup
         self.replicas[cfg.name] = host

@@ -250,6 +250,14 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
     def last_log_index(self) -> int:
         return int(self.journal[-1][1])
 
+    def term_of(self, index: int) -> int:
+        """The term of the log entry at ``index`` (0 if compacted away)."""
+        journal = self.journal
+        first = int(journal[0][1])
+        if first <= index <= int(journal[-1][1]):
+            return int(journal[index - first][2])
+        return 0
+
     def peer_progress(self) -> dict[str, tuple[int, float]]:
         """Leader only: per follower (match index, seconds since it last answered)."""
         if not self.is_leader:

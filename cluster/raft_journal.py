@@ -66,6 +66,8 @@ from typing import Any, Final, TypeGuard, overload
 
 from pysyncobj.journal import Journal
 
+from cluster import sync_ledger
+
 log = logging.getLogger(__name__)
 
 LOG_FILE_NAME: Final = "raft.log"
@@ -145,7 +147,7 @@ class DurableJournal(Journal):  # type: ignore[misc]  # pysyncobj is untyped
             self._end = self._recover_log()
             # What a crashed predecessor wrote may sit only in the page cache: make it (and any
             # rename it did) durable, so that synced_index may cover every recovered entry.
-            os.fsync(self._fd)
+            sync_ledger.fsync(self._fd)
             self._fsync_dir()
         except BaseException:
             if self._fd >= 0:
@@ -317,7 +319,7 @@ class DurableJournal(Journal):  # type: ignore[misc]  # pysyncobj is untyped
             fd = os.dup(self._fd) if gen != self._synced_generation else -1
         if fd >= 0:
             try:
-                os.fsync(fd)
+                sync_ledger.fsync(fd)
             except OSError as exc:
                 self._fail(f"fsync failed: {exc}")
                 raise
@@ -405,7 +407,7 @@ class DurableJournal(Journal):  # type: ignore[misc]  # pysyncobj is untyped
     def _fsync_dir(self) -> None:
         fd = os.open(self._dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
         try:
-            os.fsync(fd)
+            sync_ledger.fsync(fd)
         finally:
             os.close(fd)
 
@@ -416,7 +418,7 @@ class DurableJournal(Journal):  # type: ignore[misc]  # pysyncobj is untyped
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _CLOEXEC, _FILE_MODE)
             try:
                 _pwrite_all(fd, content, 0)
-                os.fsync(fd)
+                sync_ledger.fsync(fd)
             finally:
                 os.close(fd)
         except BaseException:

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cluster.apply_log import ApplyLog, ObservedStore
 from cluster.batching import BatchContext
 from cluster.raft_group import NotLeaderError, RaftDriver, RaftGroup
 from cluster.router import Router
@@ -87,6 +88,7 @@ class ReplicatedStreamHost(StreamHost):
         driver: RaftDriver,
         batch_context: BatchContext | None = None,
         on_leader_change: Callable[[ReplicatedStreamHost], None] | None = None,
+        apply_log: ApplyLog | None = None,
     ) -> None:
         super().__init__(stream, store, router, durable=False, batch_context=batch_context)
         self.peers = sorted(peers)
@@ -99,6 +101,7 @@ class ReplicatedStreamHost(StreamHost):
         self._was_leader = False
         self._on_leader_change = on_leader_change
         self.direct_gets_served = 0
+        self.apply_log = apply_log
         self.transfers_received = 0
         self._catchup_task: asyncio.Task[None] | None = None
         self._transfer: tuple[int, TransferApplier, asyncio.Future[None]] | None = None
@@ -340,7 +343,15 @@ class ReplicatedStreamHost(StreamHost):
         if index <= self.stream.applied_index:
             return None  # replayed after a restart: the store already holds its effect
         entry = decode_entry(payload[1:])
+        observed = self.store if self.apply_log is not None else None
+        if isinstance(observed, ObservedStore):
+            observed.events.clear()
         result = self.stream.apply(index, entry)
+        if isinstance(observed, ObservedStore) and self.apply_log is not None:
+            self.apply_log.record(
+                self.name, index, self.group.term_of(index), entry, observed.events
+            )
+            observed.events.clear()
         if isinstance(entry, UpdateConfigEntry):
             self._batches.config_changed(self.config)
             asyncio.get_running_loop().call_soon(self.refresh_subscriptions)
@@ -418,6 +429,10 @@ class ReplicatedStreamHost(StreamHost):
             self._transfer = None
             if not applier.skipped:
                 self.stream = applier.stream
+            if isinstance(self.store, ObservedStore) and self.apply_log is not None:
+                index = self.stream.applied_index
+                self.apply_log.record(self.name, index, 0, None, self.store.events)
+                self.store.events.clear()
             self.store.sync()
             self.transfers_received += 1
             log.info(

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cluster.apply_log import ApplyLog
 from cluster.client_conn import PING_INTERVAL_S, PINGS_OUTSTANDING_MAX, ClientConnection
 from cluster.clustered_jetstream import ClusteredJetStream
 from cluster.jetstream import JetStream
@@ -54,6 +55,8 @@ class ServerOptions:
     cluster_host: str = ""
     cluster_port: int = 0
     routes: list[str] = field(default_factory=list)
+    # --apply_log: write one JSON row per applied message event (cluster/apply_log.py)
+    apply_log: Path | None = None
 
     @property
     def clustered(self) -> bool:
@@ -91,6 +94,7 @@ class Server:
                 self.routes,
                 opts.cluster_name,
                 batch_limits=opts.batch_limits,
+                apply_log=ApplyLog(opts.apply_log, self.name) if opts.apply_log else None,
             )
         else:
             self.jetstream = JetStream(

@@ -65,7 +65,7 @@ import threading
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,6 +107,22 @@ class _Segment:
 
     def location(self, offset: int) -> str:
         return f"{self.name}@{offset}"
+
+
+# Observers of every fsync of this module's files (the chaos harness's fsync ledger); empty in
+# normal operation. They see the fd after the fsync returned and must not write to it.
+FsyncObserver = Callable[[int], None]
+_fsync_observers: list[FsyncObserver] = []
+
+
+def observe_fsync(observer: FsyncObserver) -> None:
+    _fsync_observers.append(observer)
+
+
+def _fsync(fd: int) -> None:
+    os.fsync(fd)
+    for observer in _fsync_observers:
+        observer(fd)
 
 
 class FileStore:
@@ -261,7 +277,7 @@ class FileStore:
                 self._fsyncing_fds[fd] = self._fsyncing_fds.get(fd, 0) + 1
         try:
             for fd in fds:
-                os.fsync(fd)
+                _fsync(fd)
         finally:
             with self._lock:
                 for fd in fds:
@@ -537,7 +553,7 @@ class FileStore:
         self._corrupt_unknown = [c for c in self._corrupt_unknown if c[1] != seg.seg_id]
         self._close_fd(seg.fd)
         os.unlink(self._dir / seg.name)
-        os.fsync(self._dir_fd)  # gone for good before any segment referring to it may go
+        _fsync(self._dir_fd)  # gone for good before any segment referring to it may go
 
     def _compact(self, seg: _Segment) -> None:
         """Rewrites ``seg`` with only what still matters: live messages, removals of messages in
@@ -610,11 +626,11 @@ class FileStore:
         fd = os.open(tmp_path, _OPEN_FLAGS | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
         try:
             _pwrite_all(fd, content, 0)
-            os.fsync(fd)
+            _fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp_path, path)
-        os.fsync(self._dir_fd)
+        _fsync(self._dir_fd)
         new_fd = os.open(path, _OPEN_FLAGS)
         old_fd, seg.fd = seg.fd, new_fd
         self._close_fd(old_fd)
@@ -662,7 +678,7 @@ class FileStore:
         self._reclaim_due = True
         self._reclaim()
         if self._notes:
-            os.fsync(self._dir_fd)
+            _fsync(self._dir_fd)
 
     def _recover_segment(
         self,
@@ -706,7 +722,7 @@ class FileStore:
             f"{seg.location(offset)}: {reason}; truncated {seg.size_bytes - offset} torn bytes"
         )
         os.ftruncate(seg.fd, offset)
-        os.fsync(seg.fd)
+        _fsync(seg.fd)
         seg.size_bytes = seg.flushed_bytes = offset
 
     def _recover_record(
