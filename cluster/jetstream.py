@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cluster import sync_ledger
 from cluster.batching import BatchContext
 from cluster.router import Router
 from cluster.stream_host import StreamHost
@@ -55,11 +56,11 @@ def _write_atomic(path: Path, data: bytes) -> None:
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
-        os.fsync(f.fileno())
+        sync_ledger.fsync(f.fileno())
     os.replace(tmp, path)
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
-        os.fsync(dir_fd)
+        sync_ledger.fsync(dir_fd)
     finally:
         os.close(dir_fd)
 

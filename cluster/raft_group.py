@@ -32,7 +32,6 @@ import asyncio
 import base64
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +42,7 @@ from pysyncobj.config import FAIL_REASON
 from pysyncobj.node import Node
 from pysyncobj.transport import Transport
 
+from cluster import sync_ledger
 from cluster.raft_journal import DurableJournal
 from cluster.routes import RouteManager
 
@@ -203,7 +203,7 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         with open(path, "wb") as f:
             f.write(json.dumps(doc).encode())
             f.flush()
-            os.fsync(f.fileno())
+            sync_ledger.fsync(f.fileno())
         log.debug("group %s: snapshot at index %d", self.group_name, last[1])
 
     def _read_snapshot(self, path: str) -> tuple[Any, ...]:

