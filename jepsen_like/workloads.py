@@ -1,0 +1,808 @@
+"""Workloads of the chaos harness: client processes that drive a cluster over the NATS protocol
+and record every operation in the history.
+
+A workload is given its connection targets as plain data (``{node name: client URL}``), so it
+runs against jetraft and nats-server alike. ``setup`` creates its streams (``num_replicas`` =
+the cluster size, at most ``MAX_REPLICAS``); ``run`` starts ``processes`` logical processes,
+process ``p`` pinned to node ``sorted(names)[p % n]`` through its own nats-py connection (never
+reconnecting elsewhere: when its node dies the process reconnects to the same URL, invoking
+nothing meanwhile); ``final_reads`` reads every sequence of every stream through MSG.GET from a
+client on each node (``read_all``). Streams are JQUEUE, JBATCH, JTTL and JKV (subjects ``jq.>``,
+``jb.>``, ``jt.>``, ``jkv.>``), each name suffixed by the workload's ``tag`` if it has one.
+Operations and their values (the run directory contract):
+
+* ``publish``: invoke ``{"stream", "id", "subject"}`` (+ ``"ttl"``, + ``"expected_last_subject
+  _seq"`` for compare-and-set writes); ``ok`` adds ``"seq"``.
+* ``batch`` (atomic batch): invoke ``{"stream", "batch", "ids", "subject", "abandon"}``; ``ok``
+  adds ``"seq"`` (the commit's), ``"count"`` and ``"seqs"`` (``seq - count + 1 .. seq``, in
+  ``ids`` order); an abandoned batch (the commit is never sent, on purpose) completes ``fail``
+  with ``"abandoned": true`` — the server must never store any of it.
+* ``direct_get`` / ``msg_get``: invoke ``{"stream", "request": {"seq": s} | {"last_by_subj":
+  subject}}``; ``ok`` adds ``"seq", "id", "subject"`` or ``"not_found": true``, and
+  ``"served_by"``: for ``msg_get`` the node the client is connected to (the request enters the
+  cluster there; the stream leader answers it), for ``direct_get`` null (no server names itself
+  on a Direct Get reply).
+* ``read_all``: invoke ``{"stream"}``; ``ok`` adds ``"first_seq", "last_seq", "messages":
+  [{"seq", "id", "subject"}], "missing": [seq], "unknown": [seq], "served_by"`` (``missing``:
+  MSG.GET said "no message found"; ``unknown``: no answer after ``FINAL_READ_ATTEMPTS``).
+
+Outcomes: a reply is ``ok``; an explicit error reply (JetStream error JSON, a non-404 status,
+"no responders") is ``fail`` — the server says it did not do it; anything else (timeout, closed
+connection) is ``info``. Publishes are never retried and carry no ``Nats-Msg-Id``, so a stored
+duplicate is the server's doing. Payloads are JSON objects with a unique ``id``.
+
+Determinism: every process draws its own ``random.Random`` from the run's rng, and each step
+draws a fixed number of values before any I/O, so the same seed gives every process the same
+sequence of intended operations and pauses; what happens to them is up to the system. Rates
+are bounded (a pause of ``MIN_OP_GAP_S``..``MAX_OP_GAP_S`` after each step) so a 2-core machine
+running the cluster copes.
+
+Must never: import cluster/, engine/ or protocol/ (the harness is a black box user), retry a
+write, or record an outcome it did not observe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import random
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
+from typing import Any, ClassVar, Final
+
+import nats
+import nats.errors
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+
+from jepsen_like.history import CompletionType, History
+
+OP_TIMEOUT_S: Final = 2.0  # one request (publish, batch commit, read) before it counts as info
+MIN_OP_GAP_S: Final = 0.02  # at most 50 steps per second per process...
+MAX_OP_GAP_S: Final = 0.06  # ...about 25 on average (a compare-and-set step is 2 operations)
+CONNECT_TIMEOUT_S: Final = 2
+RECONNECT_WAIT_S: Final = 0.25  # between attempts to reach a process's (dead) node
+API_TIMEOUT_S: Final = 2.0  # stream create / info during setup and final reads
+SETUP_TIMEOUT_S: Final = 60.0
+SETUP_RETRY_S: Final = 0.25
+MAX_REPLICAS: Final = 5
+FINAL_READ_CONCURRENCY: Final = 16  # MSG.GETs in flight per read_all
+FINAL_READ_ATTEMPTS: Final = 5  # per sequence, before it is recorded as unknown
+FINAL_READ_RETRY_S: Final = 0.2
+FINAL_PROCESS_BASE: Final = 10_000  # read_all process ids: this + the node's position
+RECENT_ACKS: Final = 32  # acked sequences a process remembers to read back
+
+API_PREFIX: Final = "$JS.API"
+NO_MESSAGE_FOUND: Final = 10037
+STATUS_NOT_FOUND: Final = "404"
+
+
+# --- outcomes ---------------------------------------------------------------------------------
+
+
+class ErrorReply(Exception):
+    """The server answered with an error: the operation certainly did not take effect."""
+
+    def __init__(self, error: Any) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class Abandoned(Exception):
+    """A batch the workload abandoned on purpose (its commit was never sent)."""
+
+    def __init__(self, sent: int) -> None:
+        super().__init__(f"abandoned after {sent} messages")
+        self.sent = sent
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, (asyncio.TimeoutError, nats.errors.TimeoutError)):
+        return "timeout"
+    return f"{type(exc).__name__}: {exc}"[:200]
+
+
+def _json(msg: Msg) -> dict[str, Any]:
+    try:
+        body = json.loads(msg.data)
+    except ValueError as exc:
+        raise ErrorReply(f"reply is not JSON: {msg.data[:100]!r}") from exc
+    if not isinstance(body, dict):
+        raise ErrorReply(f"reply is not a JSON object: {msg.data[:100]!r}")
+    return body
+
+
+def payload_id(data: bytes | None) -> str | None:
+    """The ``id`` of a JSON-object payload, else None (subject delete markers have none)."""
+    if not data:
+        return None
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return None
+    value = body.get("id") if isinstance(body, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _pub_ack(msg: Msg) -> dict[str, Any]:
+    body = _json(msg)
+    if "error" in body:
+        raise ErrorReply(body["error"])
+    seq = body.get("seq")
+    if not isinstance(seq, int):
+        raise ErrorReply(f"pub ack without a seq: {body}")
+    return body
+
+
+def _direct_result(msg: Msg) -> dict[str, Any]:
+    headers = msg.headers or {}
+    status = headers.get("Status")
+    if status == STATUS_NOT_FOUND:
+        return {"not_found": True}
+    if status:
+        raise ErrorReply({"status": status, "description": headers.get("Description")})
+    seq = headers.get("Nats-Sequence")
+    return {
+        "seq": int(seq) if seq is not None and seq.isdigit() else None,
+        "id": payload_id(msg.data),
+        "subject": headers.get("Nats-Subject"),
+    }
+
+
+def _msg_get_result(msg: Msg) -> dict[str, Any]:
+    body = _json(msg)
+    error = body.get("error")
+    if error is not None:
+        if isinstance(error, dict) and error.get("err_code") == NO_MESSAGE_FOUND:
+            return {"not_found": True}
+        raise ErrorReply(error)
+    message = body.get("message") or {}
+    data = base64.b64decode(message["data"]) if message.get("data") else None
+    return {"seq": message.get("seq"), "id": payload_id(data), "subject": message.get("subject")}
+
+
+async def _quiet_error_cb(exc: Exception) -> None:
+    """nats-py logs every connection error by default; the history already records outcomes."""
+
+
+async def connect(url: str) -> NATS:
+    """A connection to ``url`` only, that never reconnects on its own (so it never drifts to
+    another node from the server's ``connect_urls``)."""
+    return await nats.connect(
+        servers=[url],
+        connect_timeout=CONNECT_TIMEOUT_S,
+        allow_reconnect=False,
+        max_reconnect_attempts=0,
+        error_cb=_quiet_error_cb,
+    )
+
+
+async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except TimeoutError:
+        pass
+
+
+# --- one logical process ----------------------------------------------------------------------
+
+
+class Client:
+    """A logical process: one connection to one node, one operation outstanding at a time."""
+
+    def __init__(
+        self,
+        process: int,
+        node: str,
+        url: str,
+        history: History,
+        rng: random.Random,
+        op_timeout_s: float = OP_TIMEOUT_S,
+    ) -> None:
+        self.process = process
+        self.node = node
+        self.url = url
+        self.history = history
+        self.rng = rng
+        self.op_timeout_s = op_timeout_s
+        self.nc: NATS | None = None
+        self._connecting = asyncio.Lock()
+        self._counters: dict[str, int] = {}
+        self.acked: dict[str, deque[int]] = {}  # stream -> recently acked seqs
+
+    @property
+    def connected(self) -> bool:
+        return self.nc is not None and self.nc.is_connected
+
+    async def ensure_connected(self) -> bool:
+        """Connected to this process's node (connecting now if not): True, else False."""
+        async with self._connecting:  # read_all's workers may all notice a drop at once
+            if self.connected:
+                return True
+            await self.close()
+            try:
+                self.nc = await connect(self.url)
+            except Exception:
+                self.nc = None
+                return False
+            return True
+
+    async def close(self) -> None:
+        nc, self.nc = self.nc, None
+        if nc is not None and not nc.is_closed:
+            try:
+                await nc.close()
+            except Exception:
+                pass
+
+    def next_id(self, prefix: str) -> str:
+        k = self._counters.get(prefix, 0)
+        self._counters[prefix] = k + 1
+        return f"{prefix}-{self.process}-{k}"
+
+    def remember(self, stream: str, seq: int) -> None:
+        self.acked.setdefault(stream, deque(maxlen=RECENT_ACKS)).append(seq)
+
+    def recent(self, stream: str, pick: float) -> int:
+        """An acked seq of ``stream`` chosen by ``pick`` in [0, 1) (1 before any ack)."""
+        seqs = self.acked.get(stream)
+        return seqs[int(pick * len(seqs))] if seqs else 1
+
+    async def request(
+        self, subject: str, payload: bytes, headers: dict[str, str] | None = None
+    ) -> Msg:
+        if self.nc is None:
+            raise nats.errors.ConnectionClosedError
+        reply: Msg = await self.nc.request(
+            subject, payload, timeout=self.op_timeout_s, headers=headers
+        )
+        return reply
+
+    async def send(self, subject: str, payload: bytes, headers: dict[str, str]) -> None:
+        if self.nc is None:
+            raise nats.errors.ConnectionClosedError
+        await self.nc.publish(subject, payload, headers=headers)
+
+    async def op(
+        self, f: str, value: dict[str, Any], action: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> tuple[CompletionType, dict[str, Any]]:
+        """Invoke ``f``, run ``action`` and record its outcome (see the module docstring)."""
+        index = self.history.invoke(self.process, self.node, f, value)
+        kind: CompletionType
+        try:
+            result = await action()
+            kind, out = "ok", {**value, **result}
+        except asyncio.CancelledError:
+            self.history.complete(index, "info", {**value, "error": "cancelled"})
+            raise
+        except ErrorReply as exc:
+            kind, out = "fail", {**value, "error": exc.error}
+        except Abandoned as exc:
+            kind, out = "fail", {**value, "abandoned": True, "sent": exc.sent}
+        except nats.errors.NoRespondersError:
+            kind, out = "fail", {**value, "error": "no responders"}
+        except Exception as exc:
+            kind, out = "info", {**value, "error": _describe(exc)}
+        self.history.complete(index, kind, out)
+        return kind, out
+
+    # --- the operations ---------------------------------------------------------------------
+    async def publish(
+        self,
+        stream: str,
+        subject: str,
+        msg_id: str,
+        headers: dict[str, str] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> tuple[CompletionType, dict[str, Any]]:
+        value = {"stream": stream, "id": msg_id, "subject": subject, **(extra or {})}
+        payload = json.dumps({"id": msg_id, "process": self.process}).encode()
+
+        async def action() -> dict[str, Any]:
+            ack = _pub_ack(await self.request(subject, payload, headers))
+            return {"seq": ack["seq"]}
+
+        kind, out = await self.op("publish", value, action)
+        if kind == "ok":
+            self.remember(stream, out["seq"])
+        return kind, out
+
+    async def direct_get(
+        self, stream: str, request: dict[str, Any]
+    ) -> tuple[CompletionType, dict[str, Any]]:
+        value = {"stream": stream, "request": request}
+        body = json.dumps(request).encode()
+
+        async def action() -> dict[str, Any]:
+            msg = await self.request(f"{API_PREFIX}.DIRECT.GET.{stream}", body)
+            return {**_direct_result(msg), "served_by": None}
+
+        return await self.op("direct_get", value, action)
+
+    async def msg_get(
+        self, stream: str, request: dict[str, Any]
+    ) -> tuple[CompletionType, dict[str, Any]]:
+        value = {"stream": stream, "request": request}
+        body = json.dumps(request).encode()
+
+        async def action() -> dict[str, Any]:
+            msg = await self.request(f"{API_PREFIX}.STREAM.MSG.GET.{stream}", body)
+            return {**_msg_get_result(msg), "served_by": self.node}
+
+        return await self.op("msg_get", value, action)
+
+
+# --- workloads --------------------------------------------------------------------------------
+
+
+def _api_body(reply: Msg) -> dict[str, Any]:
+    return _json(reply)
+
+
+async def _api(nc: NATS, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    payload = b"" if body is None else json.dumps(body).encode()
+    return _api_body(await nc.request(f"{API_PREFIX}.{subject}", payload, timeout=API_TIMEOUT_S))
+
+
+class SetupError(RuntimeError):
+    """A workload's streams could not be created or got no leader within SETUP_TIMEOUT_S."""
+
+
+class Workload(ABC):
+    """What every workload has: its streams, its step (one intended operation of a process),
+    and the generic setup / run / final reads."""
+
+    name: ClassVar[str]
+    id_prefix: ClassVar[str]
+    min_gap_s: ClassVar[float] = MIN_OP_GAP_S
+    max_gap_s: ClassVar[float] = MAX_OP_GAP_S
+
+    def __init__(
+        self, replicas: int | None = None, op_timeout_s: float = OP_TIMEOUT_S, tag: str = ""
+    ) -> None:
+        if not tag.isalnum() and tag:
+            raise ValueError(f"a workload tag is letters and digits, not {tag!r}")
+        self.replicas = replicas
+        self.op_timeout_s = op_timeout_s
+        self.tag = tag
+
+    @property
+    @abstractmethod
+    def streams(self) -> tuple[str, ...]:
+        """The streams this workload uses."""
+
+    @abstractmethod
+    def stream_configs(self, replicas: int) -> list[dict[str, Any]]:
+        """STREAM.CREATE bodies for this workload's streams."""
+
+    @abstractmethod
+    async def step(self, client: Client) -> None:
+        """One intended operation of ``client`` (draws a fixed number of rng values first)."""
+
+    def gap_s(self, rng: random.Random) -> float:
+        return rng.uniform(self.min_gap_s, self.max_gap_s)
+
+    # --- setup --------------------------------------------------------------------------------
+    async def setup(self, urls: Mapping[str, str], timeout_s: float = SETUP_TIMEOUT_S) -> None:
+        """Create the streams (through whichever node answers) and wait until every node sees
+        each one with a leader."""
+        if not urls:
+            raise SetupError("no nodes")
+        replicas = self.replicas or min(len(urls), MAX_REPLICAS)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        names = sorted(urls)
+        for config in self.stream_configs(replicas):
+            await _until(deadline, partial(_create_via_any, names, urls, config), config)
+            for name in names:
+                has_leader = partial(_has_leader, urls[name], config["name"], len(urls) > 1)
+                await _until(deadline, has_leader, config)
+
+    # --- run ----------------------------------------------------------------------------------
+    async def run(
+        self,
+        urls: Mapping[str, str],
+        history: History,
+        rng: random.Random,
+        stop: asyncio.Event,
+        processes: int,
+    ) -> None:
+        """Run ``processes`` processes until ``stop`` is set; every operation they invoked is
+        completed when this returns (at most ``op_timeout_s`` after ``stop``)."""
+        names = sorted(urls)
+        seeds = [rng.getrandbits(64) for _ in range(processes)]
+        clients = [
+            Client(
+                p,
+                names[p % len(names)],
+                urls[names[p % len(names)]],
+                history,
+                random.Random(seeds[p]),
+                self.op_timeout_s,
+            )
+            for p in range(processes)
+        ]
+        # a TaskGroup: should one process fail, the others are cancelled, which completes
+        # their outstanding operations as info
+        async with asyncio.TaskGroup() as group:
+            for c in clients:
+                group.create_task(self._process(c, stop))
+
+    async def _process(self, client: Client, stop: asyncio.Event) -> None:
+        try:
+            while not stop.is_set():
+                if not await client.ensure_connected():
+                    await _sleep_or_stop(stop, RECONNECT_WAIT_S)
+                    continue
+                await self.step(client)
+                await _sleep_or_stop(stop, self.gap_s(client.rng))
+        finally:
+            await client.close()
+
+    # --- final reads --------------------------------------------------------------------------
+    async def final_reads(self, urls: Mapping[str, str], history: History) -> None:
+        """``read_all`` of every stream from a client on each node, one node at a time."""
+        for i, name in enumerate(sorted(urls)):
+            client = Client(FINAL_PROCESS_BASE + i, name, urls[name], history, random.Random(0))
+            try:
+                await client.ensure_connected()
+                for stream in self.streams:
+                    await read_all(client, stream)
+            finally:
+                await client.close()
+
+
+async def _until(
+    deadline: float, attempt: Callable[[], Awaitable[str | None]], config: dict[str, Any]
+) -> None:
+    """Repeat ``attempt`` (None = done, else why not) until done or the deadline passes."""
+    loop = asyncio.get_running_loop()
+    why: str | None = "not tried"
+    while loop.time() < deadline:
+        try:
+            why = await attempt()
+        except Exception as exc:
+            why = _describe(exc)
+        if why is None:
+            return
+        await asyncio.sleep(SETUP_RETRY_S)
+    raise SetupError(f"stream {config['name']}: {why}")
+
+
+async def _create_via_any(
+    names: Sequence[str], urls: Mapping[str, str], config: dict[str, Any]
+) -> str | None:
+    why: str | None = "no node answered"
+    for name in names:
+        try:
+            nc = await connect(urls[name])
+        except Exception as exc:
+            why = f"{name}: {_describe(exc)}"
+            continue
+        try:
+            created = await _api(nc, f"STREAM.CREATE.{config['name']}", config)
+        except Exception as exc:
+            why = f"{name}: {_describe(exc)}"
+            continue
+        finally:
+            await nc.close()
+        if "error" not in created:
+            return None
+        why = f"{name}: {created['error']}"
+    return why
+
+
+async def _has_leader(url: str, stream: str, clustered: bool) -> str | None:
+    nc = await connect(url)
+    try:
+        info = await _api(nc, f"STREAM.INFO.{stream}")
+    finally:
+        await nc.close()
+    if "error" in info:
+        return str(info["error"])
+    if clustered and not (info.get("cluster") or {}).get("leader"):
+        return "no leader yet"
+    return None
+
+
+async def read_all(client: Client, stream: str) -> tuple[CompletionType, dict[str, Any]]:
+    """Record one ``read_all`` op: MSG.GET of every seq first_seq..last_seq of ``stream``."""
+
+    async def action() -> dict[str, Any]:
+        state = await _stream_state(client, stream)
+        first = max(int(state.get("first_seq") or 1), 1)
+        last = int(state.get("last_seq") or 0)
+        found: dict[int, dict[str, Any]] = {}
+        missing: list[int] = []
+        unknown: list[int] = []
+        todo = iter(range(first, last + 1))
+        lost = asyncio.Event()  # the node went away: every seq not read yet is unknown
+
+        async def worker() -> None:
+            for seq in todo:
+                result = None if lost.is_set() else await _read_seq(client, stream, seq, lost)
+                if result is None:
+                    unknown.append(seq)
+                elif result.get("not_found"):
+                    missing.append(seq)
+                else:
+                    found[seq] = {"seq": seq, "id": result["id"], "subject": result["subject"]}
+
+        await asyncio.gather(*(worker() for _ in range(FINAL_READ_CONCURRENCY)))
+        return {
+            "first_seq": first,
+            "last_seq": last,
+            "messages": [found[s] for s in sorted(found)],
+            "missing": sorted(missing),
+            "unknown": sorted(unknown),
+            "served_by": client.node,
+        }
+
+    return await client.op("read_all", {"stream": stream}, action)
+
+
+async def _stream_state(client: Client, stream: str) -> dict[str, Any]:
+    why = ""
+    for _ in range(FINAL_READ_ATTEMPTS):
+        try:
+            info = _json(await client.request(f"{API_PREFIX}.STREAM.INFO.{stream}", b""))
+            if "error" not in info:
+                state: dict[str, Any] = info.get("state") or {}
+                return state
+            why = str(info["error"])
+        except Exception as exc:
+            why = _describe(exc)
+        await asyncio.sleep(FINAL_READ_RETRY_S)
+    raise ErrorReply(f"STREAM.INFO {stream}: {why}")
+
+
+async def _read_seq(
+    client: Client, stream: str, seq: int, lost: asyncio.Event
+) -> dict[str, Any] | None:
+    """MSG.GET of ``seq``: the result, or None after FINAL_READ_ATTEMPTS failures or once the
+    connection is gone for good (``lost`` is then set)."""
+    body = json.dumps({"seq": seq}).encode()
+    for _ in range(FINAL_READ_ATTEMPTS):
+        try:
+            msg = await client.request(f"{API_PREFIX}.STREAM.MSG.GET.{stream}", body)
+            return _msg_get_result(msg)
+        except Exception:
+            if lost.is_set() or not await client.ensure_connected():
+                lost.set()
+                return None
+            await asyncio.sleep(FINAL_READ_RETRY_S)
+    return None
+
+
+# --- the workloads ----------------------------------------------------------------------------
+
+QUEUE_STREAM: Final = "JQUEUE"
+BATCH_STREAM: Final = "JBATCH"
+TTL_STREAM: Final = "JTTL"
+KV_STREAM: Final = "JKV"
+
+MAX_BATCH_MSGS: Final = 8
+ABANDON_PROBABILITY: Final = 0.03  # few enough that abandoned batches (held by the server
+# until its batch timeout) stay under the 50-in-flight-batches-per-stream limit
+BATCH_MIN_GAP_S: Final = 0.05
+BATCH_MAX_GAP_S: Final = 0.15
+TTLS: Final = ("1s", "2s")
+TTL_SUBJECTS: Final = 16  # per process: few enough that a subject's last message expires
+MARKER_TTL_NS: Final = 1_000_000_000
+KV_KEYS: Final = 5
+
+
+class _OneStream(Workload):
+    """A workload on one stream, ``base_stream + tag``, with subjects ``base_root + tag + .>``."""
+
+    base_stream: ClassVar[str]
+    base_root: ClassVar[str]
+
+    @property
+    def stream(self) -> str:
+        return f"{self.base_stream}{self.tag.upper()}"
+
+    @property
+    def root(self) -> str:
+        return f"{self.base_root}{self.tag.lower()}"
+
+    @property
+    def streams(self) -> tuple[str, ...]:
+        return (self.stream,)
+
+    def config(self, replicas: int) -> dict[str, Any]:
+        return {
+            "name": self.stream,
+            "subjects": [f"{self.root}.>"],
+            "num_replicas": replicas,
+            "storage": "file",
+            "allow_direct": True,
+        }
+
+
+class QueueWorkload(_OneStream):
+    """Publishes of unique ids: the classic "no acknowledged write is lost" workload."""
+
+    name = "queue"
+    id_prefix = "q"
+    base_stream = QUEUE_STREAM
+    base_root = "jq"
+
+    def stream_configs(self, replicas: int) -> list[dict[str, Any]]:
+        return [self.config(replicas)]
+
+    async def step(self, client: Client) -> None:
+        subject = f"{self.root}.p{client.process}"
+        await client.publish(self.stream, subject, client.next_id(self.id_prefix))
+
+
+class BatchWorkload(_OneStream):
+    """Atomic batches of 1..MAX_BATCH_MSGS messages; a few abandoned before their commit."""
+
+    name = "batch"
+    id_prefix = "b"
+    base_stream = BATCH_STREAM
+    base_root = "jb"
+    min_gap_s = BATCH_MIN_GAP_S
+    max_gap_s = BATCH_MAX_GAP_S
+
+    def stream_configs(self, replicas: int) -> list[dict[str, Any]]:
+        return [{**self.config(replicas), "allow_atomic": True}]
+
+    async def step(self, client: Client) -> None:
+        rng = client.rng
+        size = rng.randint(1, MAX_BATCH_MSGS)
+        abandon = rng.random() < ABANDON_PROBABILITY
+        cut = rng.randint(1, size)  # messages sent before giving up, when abandoning
+        batch = client.next_id(self.id_prefix)
+        ids = [f"{batch}.{i}" for i in range(1, size + 1)]
+        subject = f"{self.root}.p{client.process}"
+        value = {
+            "stream": self.stream,
+            "batch": batch,
+            "ids": ids,
+            "subject": subject,
+            "abandon": abandon,
+        }
+
+        async def action() -> dict[str, Any]:
+            for i, msg_id in enumerate(ids, start=1):
+                headers = {"Nats-Batch-Id": batch, "Nats-Batch-Sequence": str(i)}
+                payload = json.dumps({"id": msg_id, "process": client.process}).encode()
+                if abandon and i == cut:
+                    await client.send(subject, payload, headers)
+                    raise Abandoned(cut)
+                if i < size:
+                    await client.send(subject, payload, headers)
+                    continue
+                headers["Nats-Batch-Commit"] = "1"
+                ack = _pub_ack(await client.request(subject, payload, headers))
+                seq, count = int(ack["seq"]), int(ack.get("count", 0))
+                return {"seq": seq, "count": count, "seqs": list(range(seq - count + 1, seq + 1))}
+            raise AssertionError("unreachable: the last message commits or abandons")
+
+        kind, out = await client.op("batch", value, action)
+        if kind == "ok" and out["seqs"]:
+            client.remember(self.stream, out["seqs"][-1])
+
+
+class TtlWorkload(_OneStream):
+    """Messages with short per-message TTLs (and subject delete markers when a subject's last
+    message expires), some without; Direct Get and MSG.GET reads of recently acked seqs."""
+
+    name = "ttl"
+    id_prefix = "t"
+    base_stream = TTL_STREAM
+    base_root = "jt"
+
+    def stream_configs(self, replicas: int) -> list[dict[str, Any]]:
+        return [
+            {
+                **self.config(replicas),
+                "allow_msg_ttl": True,
+                "subject_delete_marker_ttl": MARKER_TTL_NS,
+            }
+        ]
+
+    async def step(self, client: Client) -> None:
+        rng = client.rng
+        roll, ttl, pick = rng.random(), TTLS[rng.randrange(len(TTLS))], rng.random()
+        subject = f"{self.root}.p{client.process}.{rng.randrange(TTL_SUBJECTS)}"
+        if roll < 0.6:
+            msg_id = client.next_id(self.id_prefix)
+            headers = {"Nats-TTL": ttl}
+            await client.publish(self.stream, subject, msg_id, headers, extra={"ttl": ttl})
+        elif roll < 0.7:
+            await client.publish(self.stream, subject, client.next_id(self.id_prefix))
+        elif roll < 0.85:
+            await client.direct_get(self.stream, {"seq": client.recent(self.stream, pick)})
+        else:
+            await client.msg_get(self.stream, {"seq": client.recent(self.stream, pick)})
+
+
+class KvWorkload(_OneStream):
+    """Last value per key: compare-and-set writes (``Nats-Expected-Last-Subject-Sequence`` from
+    a MSG.GET just before), plain writes, Direct Get and MSG.GET by key and by seq."""
+
+    name = "kv"
+    id_prefix = "kv"
+    base_stream = KV_STREAM
+    base_root = "jkv"
+
+    def stream_configs(self, replicas: int) -> list[dict[str, Any]]:
+        return [self.config(replicas)]
+
+    async def step(self, client: Client) -> None:
+        rng = client.rng
+        roll, key, pick = rng.random(), rng.randrange(KV_KEYS), rng.random()
+        stream, subject = self.stream, f"{self.root}.k{key}"
+        if roll < 0.30:
+            kind, read = await client.msg_get(stream, {"last_by_subj": subject})
+            if kind != "ok":
+                return
+            expected = 0 if read.get("not_found") else int(read["seq"])
+            await client.publish(
+                stream,
+                subject,
+                client.next_id(self.id_prefix),
+                headers={"Nats-Expected-Last-Subject-Sequence": str(expected)},
+                extra={"expected_last_subject_seq": expected},
+            )
+        elif roll < 0.45:
+            await client.publish(stream, subject, client.next_id(self.id_prefix))
+        elif roll < 0.65:
+            await client.direct_get(stream, {"last_by_subj": subject})
+        elif roll < 0.75:
+            await client.direct_get(stream, {"seq": client.recent(stream, pick)})
+        elif roll < 0.90:
+            await client.msg_get(stream, {"last_by_subj": subject})
+        else:
+            await client.msg_get(stream, {"seq": client.recent(stream, pick)})
+
+
+class MixWorkload(Workload):
+    """Every step is a step of one of the other workloads, chosen by the process's rng."""
+
+    name = "mix"
+    id_prefix = "m"
+
+    def __init__(
+        self, replicas: int | None = None, op_timeout_s: float = OP_TIMEOUT_S, tag: str = ""
+    ) -> None:
+        super().__init__(replicas, op_timeout_s, tag)
+        self.parts: tuple[Workload, ...] = (
+            QueueWorkload(replicas, op_timeout_s, tag),
+            BatchWorkload(replicas, op_timeout_s, tag),
+            TtlWorkload(replicas, op_timeout_s, tag),
+            KvWorkload(replicas, op_timeout_s, tag),
+        )
+
+    @property
+    def streams(self) -> tuple[str, ...]:
+        return tuple(s for part in self.parts for s in part.streams)
+
+    def stream_configs(self, replicas: int) -> list[dict[str, Any]]:
+        return [c for part in self.parts for c in part.stream_configs(replicas)]
+
+    async def step(self, client: Client) -> None:
+        await self.parts[client.rng.randrange(len(self.parts))].step(client)
+
+
+WORKLOADS: Final[dict[str, type[Workload]]] = {
+    cls.name: cls for cls in (QueueWorkload, BatchWorkload, TtlWorkload, KvWorkload, MixWorkload)
+}
+
+
+def make_workload(
+    name: str, replicas: int | None = None, op_timeout_s: float = OP_TIMEOUT_S, tag: str = ""
+) -> Workload:
+    """The workload called ``name`` (one of ``WORKLOADS``); ``tag`` suffixes its stream and
+    subject names (so several runs can share a cluster)."""
+    try:
+        cls = WORKLOADS[name]
+    except KeyError:
+        raise ValueError(f"unknown workload {name!r}; choose from {sorted(WORKLOADS)}") from None
+    return cls(replicas, op_timeout_s, tag)
