@@ -228,6 +228,7 @@ class ClusteredJetStream(JetStream):
             apply_log=self.apply_log,
         )
         host.send_catchup = self._send_catchup
+        host.served_by = self.server_name
         self.replicas[cfg.name] = host
         self.streams[cfg.name] = host
         self.created_ns[cfg.name] = sa.created_ns

@@ -124,6 +124,7 @@ class JetStream:
             durable=cfg.storage == "file",
             batch_context=self.batch_context,
         )
+        host.served_by = self.server_name
         self.streams[cfg.name] = host
         self.created_ns[cfg.name] = created_ns
         host.start()

@@ -48,6 +48,13 @@ GROUP_COMMIT_MSGS_MAX = 8192  # bounds one PublishEntry, so one apply never stal
 GROUP_COMMIT_BYTES_MAX = 8 * 1024 * 1024
 COMMIT_ITEMS_PER_TURN_MAX = 4  # entries applied before the loop gets a turn again
 _BATCH_ID_KEY = b"Nats-Batch-Id:"  # a cheap test before the header lookup on every publish
+# A Direct Get request carrying this header (any value; nats-server ignores it) gets the name of
+# the node that answered in the same header of each reply: how the chaos harness and Spark tell
+# which replica served a read. Without it the reply is byte-for-byte nats-server's.
+SERVED_BY_HEADER = "Jetraft-Served-By"
+SERVED_BY_HEADER_BYTES = (
+    SERVED_BY_HEADER.encode()
+)  # a cheap test before the header lookup on every publish
 
 
 @dataclass(slots=True)
@@ -94,6 +101,7 @@ class StreamHost:
         self._expiry_at_ns = 0
         self._closing = False
         self.offline = False
+        self.served_by = ""  # this node's name, for Direct Gets that ask who answered
 
     @property
     def name(self) -> str:
@@ -334,5 +342,14 @@ class StreamHost:
             subject_key=key,
         )
         publish = self.router.publish
+        tag = hdr is not None and SERVED_BY_HEADER_BYTES in hdr
         for r in replies:
-            publish(reply, None, r.hdr, r.data)
+            publish(reply, None, _with_served_by(r.hdr, self.served_by) if tag else r.hdr, r.data)
+
+
+def _with_served_by(hdr: bytes | None, name: str) -> bytes:
+    line = f"{SERVED_BY_HEADER}: {name}\r\n".encode()
+    if not hdr:
+        return b"NATS/1.0\r\n" + line + b"\r\n"
+    assert hdr.endswith(b"\r\n\r\n"), hdr
+    return hdr[:-2] + line + b"\r\n"

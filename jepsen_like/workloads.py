@@ -20,8 +20,9 @@ Operations and their values (the run directory contract):
 * ``direct_get`` / ``msg_get``: invoke ``{"stream", "request": {"seq": s} | {"last_by_subj":
   subject}}``; ``ok`` adds ``"seq", "id", "subject"`` or ``"not_found": true``, and
   ``"served_by"``: for ``msg_get`` the node the client is connected to (the request enters the
-  cluster there; the stream leader answers it), for ``direct_get`` null (no server names itself
-  on a Direct Get reply).
+  cluster there; the stream leader answers it), for ``direct_get`` the replica that answered
+  (jetraft names it in a ``Jetraft-Served-By`` reply header when the request carries that
+  header; null on nats-server).
 * ``read_all``: invoke ``{"stream"}``; ``ok`` adds ``"first_seq", "last_seq", "messages":
   [{"seq", "id", "subject"}], "missing": [seq], "unknown": [seq], "served_by"`` (``missing``:
   MSG.GET said "no message found"; ``unknown``: no answer after ``FINAL_READ_ATTEMPTS``).
@@ -76,6 +77,10 @@ FINAL_PROCESS_BASE: Final = 10_000  # read_all process ids: this + the node's po
 RECENT_ACKS: Final = 32  # acked sequences a process remembers to read back
 
 API_PREFIX: Final = "$JS.API"
+# jetraft names the replica that answered a Direct Get when asked with this header (nats-server
+# ignores it and names nobody: served_by is then null)
+SERVED_BY_HEADER: Final = "Jetraft-Served-By"
+SERVED_BY_ASK: Final = {SERVED_BY_HEADER: "1"}
 NO_MESSAGE_FOUND: Final = 10037
 STATUS_NOT_FOUND: Final = "404"
 
@@ -317,8 +322,9 @@ class Client:
         body = json.dumps(request).encode()
 
         async def action() -> dict[str, Any]:
-            msg = await self.request(f"{API_PREFIX}.DIRECT.GET.{stream}", body)
-            return {**_direct_result(msg), "served_by": None}
+            msg = await self.request(f"{API_PREFIX}.DIRECT.GET.{stream}", body, SERVED_BY_ASK)
+            served_by = (msg.headers or {}).get(SERVED_BY_HEADER)
+            return {**_direct_result(msg), "served_by": served_by}
 
         return await self.op("direct_get", value, action)
 
