@@ -9,6 +9,13 @@ was applied: then ``reason`` is ``"limit"``), ``purge`` (removed by a purge; a p
 range is one row with ``through``). ``id`` is the payload's ``id`` when the payload is a JSON
 object that has one; ``batch`` the atomic batch id; ``applied_ns`` this node's wall clock.
 
+Besides the message events, three kinds of rows let a reader replay each replica through the
+engine itself (issue 7's Spark jobs): ``open`` when a replica opens its stream (``config`` as
+JSON, ``created_ns``, the applied ``index`` it opened at and its ``digest``); ``entry`` for every
+applied entry (``entry``: the engine entry bytes, base64; ``digest``: this replica's state digest
+after applying it, hex); ``transfer`` when a state transfer brought the replica to ``index``
+(entries before it are not in this node's log). These rows have ``seq`` null.
+
 The rows come from watching the store under the engine (``ObservedStore``): what the engine
 appended and removed while applying one entry is exactly that entry's effect, so the log cannot
 drift from the state. Rows are written (flushed to the OS) after each apply, not fsynced: a kill
@@ -140,6 +147,21 @@ class ApplyLog:
             row["applied_ns"] = now
             lines.append(json.dumps(row, separators=(",", ":")))
         self._file.write("\n".join(lines) + "\n")
+        self._file.flush()
+
+    def record_marker(self, stream: str, op: str, index: int, **fields: Any) -> None:
+        """An ``open``, ``entry`` or ``transfer`` row (see the module docstring)."""
+        row: dict[str, Any] = {
+            "node": self.node,
+            "stream": stream,
+            "index": index,
+            "term": fields.pop("term", 0),
+            "op": op,
+            "seq": None,
+            **fields,
+            "applied_ns": time.time_ns(),
+        }
+        self._file.write(json.dumps(row, separators=(",", ":")) + "\n")
         self._file.flush()
 
     def close(self) -> None:

@@ -25,7 +25,9 @@ commit; expire on a follower's clock; answer MSG.GET without a barrier.
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -123,6 +125,15 @@ class ReplicatedStreamHost(StreamHost):
 
     # --- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
+        if self.apply_log is not None:
+            self.apply_log.record_marker(
+                self.name,
+                "open",
+                self.stream.applied_index,
+                config=json.loads(self.config.model_dump_json()),
+                created_ns=self.stream.created_ns,
+                digest=self.stream.digest().hex(),
+            )
         self.driver.add(self.group)
         self._task = asyncio.get_running_loop().create_task(self._propose_loop())
         self.refresh_subscriptions()
@@ -348,9 +359,16 @@ class ReplicatedStreamHost(StreamHost):
             observed.events.clear()
         result = self.stream.apply(index, entry)
         if isinstance(observed, ObservedStore) and self.apply_log is not None:
-            self.apply_log.record(
-                self.name, index, self.group.term_of(index), entry, observed.events
+            term = self.group.term_of(index)
+            self.apply_log.record_marker(
+                self.name,
+                "entry",
+                index,
+                term=term,
+                entry=base64.b64encode(payload[1:]).decode(),
+                digest=self.stream.digest().hex(),
             )
+            self.apply_log.record(self.name, index, term, entry, observed.events)
             observed.events.clear()
         if isinstance(entry, UpdateConfigEntry):
             self._batches.config_changed(self.config)
@@ -433,6 +451,8 @@ class ReplicatedStreamHost(StreamHost):
                 index = self.stream.applied_index
                 self.apply_log.record(self.name, index, 0, None, self.store.events)
                 self.store.events.clear()
+                digest = self.stream.digest().hex()
+                self.apply_log.record_marker(self.name, "transfer", index, digest=digest)
             self.store.sync()
             self.transfers_received += 1
             log.info(
