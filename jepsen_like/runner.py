@@ -140,6 +140,28 @@ async def _nemesis_schedule(
             return
 
 
+LEADER_SAMPLE_S: Final = 0.5
+
+
+async def _sample_leaders(
+    db: ClusterDB, streams: tuple[str, ...], path: Path, stop: asyncio.Event
+) -> None:
+    """``RUN/leaders.jsonl``: who led each stream, sampled twice a second — how the analysis
+    tells a read served by the leader from one served by a follower."""
+    with open(path, "a", encoding="utf-8") as f:
+        while not stop.is_set():
+            for stream in streams:
+                try:
+                    leader = await db.stream_leader(stream)
+                except Exception:
+                    leader = None
+                row = {"time_ns": time.time_ns(), "stream": stream, "leader": leader}
+                f.write(json.dumps(row) + "\n")
+            f.flush()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), LEADER_SAMPLE_S)
+
+
 async def _converged(db: ClusterDB, streams: tuple[str, ...]) -> bool:
     """Every node healthy; for jetraft also every replica of each stream at one applied index and
     digest (nats-server exposes no digest: a stream leader is enough there)."""
@@ -226,12 +248,16 @@ async def run_chaos(opts: ChaosOptions, out: TextIO = sys.stdout) -> int:
             _nemesis_schedule(db, nemeses, nemesis_rng, history, stop, progress)
         )
         ticker = asyncio.create_task(progress.run(stop))
+        sampler = asyncio.create_task(
+            _sample_leaders(db, workload.streams, run_dir / "leaders.jsonl", stop)
+        )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(clients), opts.time_s)
         stop.set()
         await faults  # heals whatever fault is active
         await clients
         await ticker
+        await sampler
         phases["run_s"] = time.monotonic() - t1
         print(progress.line("healing"), file=out, flush=True)
         t2 = time.monotonic()

@@ -55,5 +55,7 @@ def test_chaos_smoke_run_is_valid_and_follows_the_run_directory_contract(tmp_pat
         assert rows, node
         row = json.loads(rows[0])
         assert {"node", "stream", "index", "term", "op", "seq", "applied_ns"} <= set(row)
+    leaders = [json.loads(line) for line in (run / "leaders.jsonl").read_text().splitlines()]
+    assert leaders and {row["leader"] for row in leaders} & set(meta["nodes"])
     verdict = json.loads((run / "verdict.json").read_text())
     assert verdict["valid"] is True and verdict["anomalies"] == []
