@@ -49,6 +49,16 @@ def _server_parser(sub: Any) -> None:
 COMMANDS_ENTRY_POINT_GROUP = "jetraft.commands"
 
 
+def _unavailable_command(sub: Any, name: str, exc: Exception) -> None:
+    def explain(_args: argparse.Namespace) -> int:
+        print(f"jetraft {name}: unavailable: {exc}", file=sys.stderr)
+        return 2
+
+    p = sub.add_parser(name, help=f"(unavailable: {exc})", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=explain)
+
+
 def _log_parser(sub: Any) -> None:
     p = sub.add_parser("log", help="the applied-entry log of a node (see --apply_log)")
     logsub = p.add_subparsers(dest="log_command", required=True)
@@ -209,7 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     # commands of the layers above cluster/ (`jetraft chaos`, `jetraft analyze`) register through
     # entry points, so this module never imports them
     for ep in entry_points(group=COMMANDS_ENTRY_POINT_GROUP):
-        ep.load()(sub)
+        try:
+            ep.load()(sub)
+        except Exception as exc:  # a broken optional command must not take `jetraft` down
+            _unavailable_command(sub, ep.name, exc)
     args = parser.parse_args(argv)
     if args.command == "cluster":
         return run_cluster_command(args)

@@ -232,6 +232,9 @@ class ReplicatedStreamHost(StreamHost):
         want = self.config.allow_direct and self.caught_up
         if want != bool(self._direct_subs):
             self.refresh_subscriptions()
+        # hand what was applied to the OS every tick (one write): a killed process then loses
+        # at most a tick of applied state, which the Raft log replays (fsync stays with snapshots)
+        self.store.flush()
         if self.is_leader and not self._handed_over:
             self._hand_over_to_preferred()
 

@@ -286,6 +286,9 @@ class Facts:
         for node, rows in self.logs.items():
             for row in rows:
                 self.log_streams[row["stream"]].setdefault(node, []).append(row)
+        for per_node in self.log_streams.values():
+            for node, rows in per_node.items():
+                per_node[node] = without_rolled_back(rows)
         self.streams |= set(self.log_streams)
         self.replays: dict[str, dict[str, NodeReplay]] = {
             stream: {node: _replay(rows) for node, rows in by_node.items()}
@@ -460,6 +463,23 @@ def _valid_row(row: Any) -> bool:
         and (row.get("seq") is None or isinstance(row.get("seq"), int))
         and (row["op"] not in SEQ_OPS or isinstance(row.get("seq"), int))
     )
+
+
+def without_rolled_back(rows: list[Row]) -> list[Row]:
+    """One node's rows of one stream minus those a crash rolled back.
+
+    A node logs an entry's effects when it applies it, but its store persists them lazily; after
+    a kill the reopened store may hold an earlier state. The ``open`` row it writes on restart
+    names the applied index it reopened at: rows logged before it with a higher index described
+    effects the node no longer has (it re-applies those entries, logging them again, or receives
+    their outcome by state transfer)."""
+    kept: list[Row] = []
+    for row in rows:
+        if row["op"] == "open":
+            reopened_at = row["index"]
+            kept = [r for r in kept if r["index"] <= reopened_at]
+        kept.append(row)
+    return kept
 
 
 def _replay(rows: list[Row], upto_index: int | None = None) -> NodeReplay:

@@ -919,3 +919,28 @@ def test_a_long_run_is_checked_in_seconds() -> None:
     sc.final["S"] = without(sc.final_from_logs("S"), 8)  # w7, a plain publish
     history, logs, run = sc.build()
     assert check(history, logs, run)["anomaly_counts"] == {"lost": 1}
+
+
+def test_rows_a_crash_rolled_back_are_not_split_brain() -> None:
+    """n3 logged storing seq 2 at index 6, was killed before its store persisted it, reopened
+    at index 5 and reached index 9 by state transfer (seq 2 had expired meanwhile): its state
+    matches the others'. Without the ``open`` row the same log is a split brain."""
+
+    def r(node: str, index: int, op: str, seq: int | None, **kw: object) -> dict[str, object]:
+        return {"node": node, "stream": "S", "index": index, "term": 1, "op": op, "seq": seq, **kw}
+
+    common = [r("x", 5, "store", 1, id="a"), r("x", 6, "store", 2, id="b")]
+    expired = r("x", 8, "expire", 2, id="b")
+    logs = {
+        "n1": [{**row, "node": "n1"} for row in [*common, expired]],
+        "n2": [{**row, "node": "n2"} for row in [*common, expired]],
+        "n3": [
+            *({**row, "node": "n3"} for row in common),
+            r("n3", 5, "open", None),
+            r("n3", 9, "transfer", None),
+        ],
+    }
+    assert checker.check_split_brain([], logs) == []
+    no_open = {**logs, "n3": [row for row in logs["n3"] if row["op"] != "open"]}
+    found = checker.check_split_brain([], no_open)
+    assert [a["detail"]["node"] for a in found] == ["n3"]
