@@ -282,6 +282,24 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         self.journal._destroy()
 
 
+def deliver(group: RaftGroup, node: Node, message: dict[str, Any]) -> None:
+    """Hand a peer's Raft message to pysyncobj, with two corrections of its follower/leader
+    bookkeeping (both found by the chaos harness and the cluster benchmark)."""
+    kind = message.get("type")
+    if kind == "next_node_idx" and message.get("success"):
+        _keep_next_index(group, node, message)
+        return
+    if kind == "append_entries" and "prevLogIdx" not in message:
+        # A snapshot chunk (or an empty one) carries the leader's commit index but no log
+        # position to check against. pysyncobj would still raise the follower's commit index
+        # to min(leader's, own last index) — committing whatever the follower's log holds there,
+        # possibly entries of a deposed leader that were never committed (a replica applied
+        # them and diverged). Only a verified append may move the commit index.
+        message = dict(message)
+        message["commit_index"] = min(int(message.get("commit_index") or 0), group.raftCommitIndex)
+    group.transport_.deliver(node, message)
+
+
 def _keep_next_index(group: RaftGroup, node: Node, message: dict[str, Any]) -> None:
     """Deliver a follower's append reply without letting a late success pull the leader's next
     index back. pysyncobj sets next = reply + 1 whenever the match index advances; our replies
@@ -342,10 +360,7 @@ class RaftDriver:
         node = group.nodes.get(peer)
         if node is None:
             return
-        if message.get("type") == "next_node_idx" and message.get("success"):
-            _keep_next_index(group, node, message)
-        else:
-            group.transport_.deliver(node, message)
+        deliver(group, node, message)
         self.kick(group_name)
 
     def _peer_up(self, peer: str) -> None:

@@ -54,3 +54,36 @@ def test_append_reply_waits_for_fsync(tmp_path: Path) -> None:
     transport.send(leader, ack)
     assert routes.sent[-1] == ("n1", "S.X", ack) and len(routes.sent) == 3
     journal._destroy()
+
+
+def test_a_snapshot_chunk_never_commits_the_followers_unverified_entries(tmp_path: Path) -> None:
+    """Found by the chaos harness (partition nemesis): a deposed leader kept entries of its term
+    that were never committed; the new leader, having compacted past them, sent a snapshot, and
+    pysyncobj raised the follower's commit index from that message alone, so the replica applied
+    the deposed leader's entries and diverged."""
+    from cluster.raft_group import RaftGroup, deliver
+
+    def make(name: str) -> RaftGroup:
+        return RaftGroup(
+            "S.X",
+            "n1",
+            ["n1", "n2", "n3"],
+            tmp_path / name,
+            _Routes(),  # type: ignore[arg-type]
+            _Driver(),  # type: ignore[arg-type]
+            lambda _i, _p: None,
+        )
+
+    snapshot_chunk = {"type": "append_entries", "term": 5, "commit_index": 40, "serialized": None}
+    for name, fixed in (("fixed", True), ("raw", False)):
+        group = make(name)
+        for idx in range(2, 7):  # the deposed leader's own entries, term 4, never committed
+            group.journal.add(b"\x00divergent", idx, 4)
+        assert group.raftCommitIndex == 1
+        if fixed:
+            deliver(group, group.nodes["n2"], dict(snapshot_chunk))
+            assert group.raftCommitIndex == 1
+        else:  # what pysyncobj does on its own: the bug this guards against
+            group.transport_.deliver(group.nodes["n2"], dict(snapshot_chunk))
+            assert group.raftCommitIndex == 6
+        group.close()
