@@ -133,6 +133,9 @@ class ClusteredJetStream(JetStream):
             self._apply_meta,
             snapshot_fn=lambda _i: self.state.to_json(),
             restore_fn=self._restore_meta,
+            # a stream leader records its config updates in the meta log from any node; applying
+            # one twice changes nothing (add and delete are guarded by their outcome)
+            forward_proposals=True,
         )
         self.driver.add(self.meta)
 

@@ -32,6 +32,7 @@ import asyncio
 import base64
 import json
 import logging
+import queue as stdlib_queue
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -126,8 +127,11 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         snapshot_fn: SnapshotFn | None = None,
         restore_fn: RestoreFn | None = None,
         on_state_change: Callable[[], None] | None = None,
+        forward_proposals: bool = False,
     ) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
+        # only for commands that are harmless twice (the meta group's): see _checkCommandsToApply
+        self.forward_proposals = forward_proposals
         self.group_name = name
         self.self_id = self_id
         self.peer_ids = sorted(set(peer_ids) | {self_id})
@@ -183,6 +187,24 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         index = self.raftLastApplied + 1
         self.applying_index = index
         return self._apply_fn(index, command[1:])
+
+    def _checkCommandsToApply(self) -> None:
+        """Proposals are appended by the leader or refused — never forwarded. pysyncobj hands a
+        queued command to the new leader when this node lost leadership before appending it; a
+        deposed leader (paused, partitioned) still receiving publishes through stale interest
+        then had them committed by the new leader as well, which stored the same publish twice
+        (found by the chaos harness's pause nemesis)."""
+        if not self._isLeader() and not self.forward_proposals:
+            queue = self._SyncObj__commandsQueue
+            while True:
+                try:
+                    _command, callback = queue.get_nowait()
+                except stdlib_queue.Empty:
+                    break
+                if callback is not None and not isinstance(callback, tuple):
+                    callback(None, FAIL_REASON.NOT_LEADER)
+            return
+        super()._checkCommandsToApply()
 
     def _state_changed(self, _old: int, _new: int) -> None:
         self.last_leader_change_ns = time.time_ns()

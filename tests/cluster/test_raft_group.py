@@ -87,3 +87,38 @@ def test_a_snapshot_chunk_never_commits_the_followers_unverified_entries(tmp_pat
             group.transport_.deliver(group.nodes["n2"], dict(snapshot_chunk))
             assert group.raftCommitIndex == 6
         group.close()
+
+
+async def test_a_deposed_leader_fails_its_queued_proposals_instead_of_forwarding(
+    tmp_path: Path,
+) -> None:
+    """Found by the pause nemesis: a leader paused with publishes queued, on resuming as a
+    follower, had pysyncobj forward them to the new leader, which also received them directly:
+    the same publish was stored twice. Stream groups refuse; the meta group may forward."""
+    import pytest
+
+    from cluster.raft_group import NotLeaderError, RaftGroup
+
+    for name, forward in (("stream", False), ("meta", True)):
+        routes = _Routes()
+        group = RaftGroup(
+            "S.X",
+            "n1",
+            ["n1", "n2", "n3"],
+            tmp_path / name,
+            routes,  # type: ignore[arg-type]
+            _Driver(),  # type: ignore[arg-type]
+            lambda _i, _p: None,
+            forward_proposals=forward,
+        )
+        group._SyncObj__raftLeader = group.nodes["n2"]  # a follower that knows the new leader
+        future = group.propose(b"publish")
+        group._checkCommandsToApply()
+        forwarded = [m for _peer, _g, m in routes.sent if m.get("type") == "apply_command"]
+        if forward:
+            assert len(forwarded) == 1 and not future.done()
+        else:
+            assert forwarded == []
+            with pytest.raises(NotLeaderError):
+                await future
+        group.close()
