@@ -439,4 +439,3 @@ def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 @pytest.fixture
 def run_builder(tmp_path: Path) -> RunBuilder:
     return RunBuilder(tmp_path / "run")
-
