@@ -12,7 +12,9 @@ Two checks over the ``log`` frame of ``spark/load.py``:
   nodes (or one node twice, across restarts) reported a digest for, the digests must be equal;
   an index where they differ is a split-brain finding, and the first such index per stream is
   reported with each node's digest. The entries themselves are compared the same way
-  (``entry_divergence``: two different entries at one index is a forked Raft log).
+  (``entry_divergence``: two different entries at one index is a forked Raft log), and an
+  entry one node applied where another node's log skips the index (``lone_entries``) is a
+  fork the digests may not show.
 
 Restarts and state transfers (the choice made, per the run-directory contract): an ``open`` row
 at index 0 starts a fresh replay (the node rebuilt its state from its Raft log). An ``open`` row
@@ -158,14 +160,18 @@ def _replay_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
 
 
 def canonical_entries(log: DataFrame) -> DataFrame:
-    """``run, stream, index, entry``: one entry per index any node applied (the smallest text
-    when nodes disagree; ``entry_divergence`` reports that)."""
+    """``run, stream, index, entry``: one entry per index any node applied — when nodes
+    disagree (``entry_divergence`` reports it), the one most nodes applied (a committed entry is
+    on a majority), the greatest text on a tie."""
     from pyspark.sql import functions as F
 
-    return (
+    votes = (
         log.filter(F.col("op") == "entry")
-        .groupBy("run", "stream", "index")
-        .agg(F.min("entry").alias("entry"))
+        .groupBy("run", "stream", "index", "entry")
+        .agg(F.countDistinct("node").alias("n"))
+    )
+    return votes.groupBy("run", "stream", "index").agg(
+        F.max(F.struct("n", "entry")).getField("entry").alias("entry")
     )
 
 
@@ -294,6 +300,57 @@ def entry_divergence(log: DataFrame) -> DataFrame:
     )
 
 
+def lone_entries(log: DataFrame) -> DataFrame:
+    """Entries a node applied at an index where another node applied none: ``run, stream,
+    index, node, against`` (how many other node logs skip the index).
+
+    Two consecutive replay rows of a node at indexes a < b, the second an ``entry`` (not a
+    restart's ``open`` or a ``transfer``, which jump), say the node applied no engine entry in
+    between: the Raft entries there were internal (a new leader's no-op, a barrier). A node
+    that applied an engine entry at such an index had a different Raft log there — the
+    divergence the digests cannot show when the nodes never report a digest at one index."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    rows = log.filter(F.col("op").isin(*REPLAY_OPS)).select(
+        "run", "node", "stream", "line", "op", "index"
+    )
+    order = Window.partitionBy("run", "node", "stream").orderBy("line")
+    gaps = (
+        rows.withColumn("prev", F.lag("index").over(order))
+        .filter((F.col("op") == "entry") & (F.col("prev") + 1 < F.col("index")))
+        .select("run", "stream", "node", "prev", "index")
+    )
+    # a sweep over each stream's indexes: +1 where a gap opens (after prev), -1 where it closes
+    # (at index); at one position closes sort before entries, entries before opens
+    events = (
+        gaps.select("run", "stream", F.col("prev").alias("pos"), F.lit(2).alias("k"))
+        .withColumn("delta", F.lit(1))
+        .unionByName(
+            gaps.select(
+                "run", "stream", F.col("index").alias("pos"), F.lit(0).alias("k")
+            ).withColumn("delta", F.lit(-1))
+        )
+        .withColumn("node", F.lit(None).cast("string"))
+        .unionByName(
+            rows.filter(F.col("op") == "entry")
+            .select("run", "stream", F.col("index").alias("pos"), F.lit(1).alias("k"), "node")
+            .distinct()
+            .withColumn("delta", F.lit(0))
+        )
+    )
+    sweep = (
+        Window.partitionBy("run", "stream")
+        .orderBy("pos", "k")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    return (
+        events.withColumn("against", F.sum("delta").over(sweep))
+        .filter((F.col("k") == 1) & (F.col("against") > 0))
+        .select("run", "stream", F.col("pos").alias("index"), "node", "against")
+    )
+
+
 def agreement_summary(log: DataFrame, diverging: DataFrame) -> DataFrame:
     """Per (run, stream): ``nodes`` (that logged it), ``indexes`` (with a reported digest),
     ``compared`` (reported by >= 2 nodes), ``all_nodes`` (reported by every node of the stream),
@@ -345,8 +402,8 @@ def analyze_agreement(
     ``findings``/``examples``: the mismatches; ``errors``: where a replay had to stop),
     ``streams`` (per run and stream, ``agreement_summary``), ``split_brain``
     (``diverging_indexes``; ``first``: per run and stream the first diverging index with each
-    node's digest), ``entry_divergence`` (``count``, ``examples``), ``findings`` (the total:
-    0 on a correct run).
+    node's digest), ``entry_divergence`` and ``lone_entries`` (``count``, ``examples``),
+    ``findings`` (the total: 0 on a correct run).
     frames: ``replay_by_node`` (per run, node, stream: the replay counts).
     """
     from pyspark.sql import functions as F
@@ -374,6 +431,7 @@ def analyze_agreement(
                 "split_brain": (diverging, ["run", "stream", "index"]),
                 "split_brain_first": (first_divergences(diverging), ["run", "stream"]),
                 "entry_divergence": (entry_divergence(log), ["run", "stream", "index"]),
+                "lone_entries": (lone_entries(log), ["run", "stream", "index", "node"]),
             },
             max_examples,
         )
@@ -403,10 +461,12 @@ def analyze_agreement(
             "examples": found["split_brain"]["examples"],
         },
         "entry_divergence": found["entry_divergence"],
+        "lone_entries": found["lone_entries"],
         "findings": (
             found["replay"]["count"]
             + found["split_brain"]["count"]
             + found["entry_divergence"]["count"]
+            + found["lone_entries"]["count"]
         ),
     }
     return results, {"replay_by_node": node_rows}

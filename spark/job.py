@@ -172,6 +172,7 @@ def verdict(
         "replay_mismatch": int(agreement["replay"]["findings"]),
         "split_brain": int(agreement["split_brain"]["diverging_indexes"]),
         "entry_divergence": int(agreement["entry_divergence"]["count"]),
+        "lone_entry": int(agreement["lone_entries"]["count"]),
         **{
             key: int(writes[key]["count"])
             for key in (

@@ -7,12 +7,15 @@ installed: the replay code itself (``protocol/``, ``engine/``, ``spark/``) is sh
 a zip by ``ship_code``. Under ``spark-submit`` the session the launcher configured is reused
 (``getOrCreate``), so ``--master`` there wins.
 
-Must never: open sockets itself (Spark does), or read anything but configuration.
+Must never: open sockets itself (Spark does), or read anything but configuration and the
+source files it ships.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import zipfile
@@ -30,6 +33,7 @@ LOG_LEVEL: Final = "WARN"
 # gets Spark's default unless told otherwise
 LOCAL_SHUFFLE_PARTITIONS: Final = 4
 DEFAULT_DRIVER_MEMORY: Final = "2g"
+SHUFFLE_PARTITIONS: Final = "spark.sql.shuffle.partitions"
 # the packages a replay needs on an executor (spark/ imports engine/, engine/ imports protocol/)
 SHIPPED_PACKAGES: Final = ("protocol", "engine", "spark")
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
@@ -72,14 +76,12 @@ def build_session(
     if local:
         settings["spark.pyspark.python"] = sys.executable
         settings["spark.pyspark.driver.python"] = sys.executable
-        settings["spark.sql.shuffle.partitions"] = str(
-            shuffle_partitions or LOCAL_SHUFFLE_PARTITIONS
-        )
+        settings[SHUFFLE_PARTITIONS] = str(shuffle_partitions or LOCAL_SHUFFLE_PARTITIONS)
         # a laptop's hostname often resolves to a LAN address Spark then warns about
         settings["spark.driver.host"] = "127.0.0.1"
         settings["spark.driver.bindAddress"] = "127.0.0.1"
     elif shuffle_partitions is not None:
-        settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
+        settings[SHUFFLE_PARTITIONS] = str(shuffle_partitions)
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -88,14 +90,20 @@ def build_session(
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(LOG_LEVEL)
-    if not is_local(session.sparkContext.master or ""):
+    actual = session.sparkContext.master or ""
+    if not is_local(actual):
         ship_code(session)
+    elif master is None and not session.sparkContext.getConf().contains(SHUFFLE_PARTITIONS):
+        # spark-submit --master local[...] without its own setting: the local default
+        session.conf.set(SHUFFLE_PARTITIONS, str(shuffle_partitions or LOCAL_SHUFFLE_PARTITIONS))
     return session
 
 
 def ship_code(session: SparkSession) -> Path:
     """Zip ``SHIPPED_PACKAGES`` and add the zip to the executors' Python path."""
-    out = Path(tempfile.mkdtemp(prefix="jetraft-analyze-")) / "jetraft_replay.zip"
+    tmp = tempfile.mkdtemp(prefix="jetraft-analyze-")
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+    out = Path(tmp) / "jetraft_replay.zip"
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
         for package in SHIPPED_PACKAGES:
             for path in sorted((REPO_ROOT / package).rglob("*.py")):

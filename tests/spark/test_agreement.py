@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 from engine.entries import ExpireEntry, encode_entry
 from spark.agreement import (
     analyze_agreement,
+    canonical_entries,
     digest_divergence,
     replay,
     replay_node,
@@ -66,6 +67,12 @@ def planted_a(root: Path) -> tuple[Path, dict[str, Any]]:
         b.apply("V", i, publish_entry(i, "v.x", f"v{i}"), ["n1"], t_ms=i, logged=False)
     b.transfer("V", "n1", 3, t_ms=4)
     b.apply("V", 4, publish_entry(4, "v.x", "v4"), ["n1"], t_ms=5)
+
+    # W: index 2 is an internal Raft entry on n1 and n2, but n3 applied a publish there
+    b.open_stream("W")
+    b.apply("W", 1, publish_entry(1, "w.x", "w1"), t_ms=1)
+    b.apply("W", 2, publish_entry(2, "w.x", "LONE"), ["n3"], t_ms=2)
+    b.apply("W", 3, publish_entry(3, "w.x", "w3"), ["n1", "n2"], t_ms=3)
     return b.write(), {"tampered_line": tampered_line}
 
 
@@ -120,7 +127,24 @@ def test_split_brain_reports_the_first_diverging_index_with_each_digest(
     forks = runs["results"]["entry_divergence"]
     assert forks["count"] == 1
     assert forks["examples"][0]["index"] == 5 and forks["examples"][0]["stream"] == "S"
-    assert runs["results"]["findings"] == 1 + 3 + 1
+    assert runs["results"]["findings"] == 1 + 3 + 1 + 1  # + the lone entry of W
+
+
+def test_an_entry_where_other_logs_skip_the_index_is_a_lone_entry(runs: dict[str, Any]) -> None:
+    lone = runs["results"]["lone_entries"]
+    assert lone["count"] == 1
+    assert lone["examples"] == [
+        {"run": runs["a"], "stream": "W", "index": 2, "node": "n3", "against": 2}
+    ]
+    w = next(s for s in runs["results"]["streams"] if s["stream"] == "W")
+    assert w["diverging"] == 0  # no index where both sides reported a digest
+
+
+def test_a_reseed_uses_the_entry_most_nodes_applied(runs: dict[str, Any]) -> None:
+    loaded: Loaded = runs["loaded"]
+    chosen = canonical_entries(loaded.log).filter("stream = 'S' and index = 5").collect()
+    majority = base64.b64encode(encode_entry(publish_entry(5, "s.x", "e"))).decode()
+    assert [r["entry"] for r in chosen if r["run"] == runs["a"]] == [majority]
 
 
 def test_restarts_and_a_state_transfer_replay_cleanly(runs: dict[str, Any]) -> None:

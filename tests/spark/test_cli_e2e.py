@@ -163,3 +163,15 @@ def test_a_short_chaos_run_analysed_end_to_end(tmp_path: Path) -> None:
     assert by_check["replay_mismatch"] == by_check["split_brain"] == 0, report["agreement"]
     assert by_check["lost"] == by_check["stale_msg_get"] == 0, by_check
     assert (run / "analysis" / "report.html").is_file()
+
+
+def test_the_replay_code_is_shipped_to_cluster_executors(spark: SparkSession) -> None:
+    import zipfile
+
+    from spark.session import ship_code
+
+    shipped = ship_code(spark)
+    names = set(zipfile.ZipFile(shipped).namelist())
+    assert {"engine/stream.py", "engine/entries.py", "protocol/models.py"} <= names
+    assert {"spark/agreement.py", "spark/load.py"} <= names
+    assert not any(n.startswith(("cluster/", "jepsen_like/")) for n in names)
