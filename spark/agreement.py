@@ -160,9 +160,10 @@ def _replay_partition(rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
 
 
 def canonical_entries(log: DataFrame) -> DataFrame:
-    """``run, stream, index, entry``: one entry per index any node applied — when nodes
-    disagree (``entry_divergence`` reports it), the one most nodes applied (a committed entry is
-    on a majority), the greatest text on a tie."""
+    """``run, stream, index, entry``: the entry at each index by majority of the node logs —
+    when nodes disagree (``entry_divergence``, ``lone_entries`` report it) the entry most nodes
+    applied (a committed entry is on a majority; the greatest text on a tie), and no entry at
+    all where more node logs skip the index than applied that entry."""
     from pyspark.sql import functions as F
 
     votes = (
@@ -170,8 +171,14 @@ def canonical_entries(log: DataFrame) -> DataFrame:
         .groupBy("run", "stream", "index", "entry")
         .agg(F.countDistinct("node").alias("n"))
     )
-    return votes.groupBy("run", "stream", "index").agg(
-        F.max(F.struct("n", "entry")).getField("entry").alias("entry")
+    skipped = (
+        entry_skips(log).groupBy("run", "stream", "index").agg(F.max("against").alias("against"))
+    )
+    best = votes.groupBy("run", "stream", "index").agg(F.max(F.struct("n", "entry")).alias("best"))
+    return (
+        best.join(skipped, ["run", "stream", "index"], "left")
+        .filter(F.col("best.n") > F.coalesce(F.col("against"), F.lit(0)))
+        .select("run", "stream", "index", F.col("best.entry").alias("entry"))
     )
 
 
@@ -300,15 +307,14 @@ def entry_divergence(log: DataFrame) -> DataFrame:
     )
 
 
-def lone_entries(log: DataFrame) -> DataFrame:
-    """Entries a node applied at an index where another node applied none: ``run, stream,
-    index, node, against`` (how many other node logs skip the index).
+def entry_skips(log: DataFrame) -> DataFrame:
+    """``run, stream, index, node, against`` for every entry row: how many node logs skip the
+    index (apply no engine entry there).
 
     Two consecutive replay rows of a node at indexes a < b, the second an ``entry`` (not a
     restart's ``open`` or a ``transfer``, which jump), say the node applied no engine entry in
     between: the Raft entries there were internal (a new leader's no-op, a barrier). A node
-    that applied an engine entry at such an index had a different Raft log there — the
-    divergence the digests cannot show when the nodes never report a digest at one index."""
+    that applied an engine entry at such an index had a different Raft log there."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -319,19 +325,19 @@ def lone_entries(log: DataFrame) -> DataFrame:
     gaps = (
         rows.withColumn("prev", F.lag("index").over(order))
         .filter((F.col("op") == "entry") & (F.col("prev") + 1 < F.col("index")))
-        .select("run", "stream", "node", "prev", "index")
+        .select("run", "stream", "prev", "index")
     )
     # a sweep over each stream's indexes: +1 where a gap opens (after prev), -1 where it closes
     # (at index); at one position closes sort before entries, entries before opens
+    none = F.lit(None).cast("string").alias("node")
     events = (
-        gaps.select("run", "stream", F.col("prev").alias("pos"), F.lit(2).alias("k"))
+        gaps.select("run", "stream", F.col("prev").alias("pos"), F.lit(2).alias("k"), none)
         .withColumn("delta", F.lit(1))
         .unionByName(
             gaps.select(
-                "run", "stream", F.col("index").alias("pos"), F.lit(0).alias("k")
+                "run", "stream", F.col("index").alias("pos"), F.lit(0).alias("k"), none
             ).withColumn("delta", F.lit(-1))
         )
-        .withColumn("node", F.lit(None).cast("string"))
         .unionByName(
             rows.filter(F.col("op") == "entry")
             .select("run", "stream", F.col("index").alias("pos"), F.lit(1).alias("k"), "node")
@@ -346,8 +352,25 @@ def lone_entries(log: DataFrame) -> DataFrame:
     )
     return (
         events.withColumn("against", F.sum("delta").over(sweep))
-        .filter((F.col("k") == 1) & (F.col("against") > 0))
+        .filter(F.col("k") == 1)
         .select("run", "stream", F.col("pos").alias("index"), "node", "against")
+    )
+
+
+def lone_entries(log: DataFrame) -> DataFrame:
+    """Indexes where some nodes applied an engine entry and other nodes' logs skip the index:
+    ``run, stream, index, nodes`` (that applied one), ``skipped_by`` (how many skip it) — a
+    fork the digests cannot show when no two nodes report a digest at one index."""
+    from pyspark.sql import functions as F
+
+    return (
+        entry_skips(log)
+        .filter(F.col("against") > 0)
+        .groupBy("run", "stream", "index")
+        .agg(
+            F.sort_array(F.collect_set("node")).alias("nodes"),
+            F.max("against").alias("skipped_by"),
+        )
     )
 
 
@@ -431,7 +454,7 @@ def analyze_agreement(
                 "split_brain": (diverging, ["run", "stream", "index"]),
                 "split_brain_first": (first_divergences(diverging), ["run", "stream"]),
                 "entry_divergence": (entry_divergence(log), ["run", "stream", "index"]),
-                "lone_entries": (lone_entries(log), ["run", "stream", "index", "node"]),
+                "lone_entries": (lone_entries(log), ["run", "stream", "index"]),
             },
             max_examples,
         )
