@@ -36,7 +36,6 @@ from cluster.jetstream import (
     API_PREFIX,
     MSGS_DIR,
     JetStream,
-    _api_level_ok,
     _dumps,
     _write_atomic,
 )
@@ -56,7 +55,6 @@ from engine.stream import Stream
 from protocol import api_json
 from protocol import errors as E
 from protocol.errors import ApiError
-from protocol.headers import get_header
 from protocol.models import StreamConfig
 from protocol.route_frames import FrameKind
 from protocol.stream_config import normalize_create, normalize_update
@@ -282,27 +280,6 @@ class ClusteredJetStream(JetStream):
             self.routes.send(peer, FrameKind.CATCHUP, [stream, transfer_id, "chunk", chunk])
 
     # --- who answers --------------------------------------------------------------------------
-    def _on_api(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes) -> None:
-        if not reply:
-            return
-        tokens = subject.split(".")
-        handler = self._route(tokens)
-        if handler is None:
-            return
-        fn, type_, stream_name = handler
-        op = "ACCOUNT_INFO" if tokens[2] == "INFO" else tokens[3]
-        if not self._answers(op, stream_name):
-            return
-        level = get_header(hdr, "Nats-Required-Api-Level") if hdr else None
-        if level is not None and not _api_level_ok(level):
-            self._reply_error(reply, type_, ApiError(E.REQUIRED_API_LEVEL))
-            return
-        task = asyncio.get_running_loop().create_task(
-            self._run(fn, type_, stream_name, reply, payload)
-        )
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     def _answers(self, op: str, stream_name: str) -> bool:
         if op in _META_OPS:
             return self.is_meta_leader

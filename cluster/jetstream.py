@@ -150,6 +150,9 @@ class JetStream:
         if handler is None:
             return  # nats-server stays silent for unknown API subjects
         fn, type_, stream_name = handler
+        op = "ACCOUNT_INFO" if tokens[2] == "INFO" else tokens[3]
+        if not self._answers(op, stream_name):
+            return
         level = get_header(hdr, "Nats-Required-Api-Level") if hdr else None
         if level is not None and not _api_level_ok(level):
             self._reply_error(reply, type_, ApiError(E.REQUIRED_API_LEVEL))
@@ -159,6 +162,11 @@ class JetStream:
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _answers(self, _op: str, _stream_name: str) -> bool:
+        """Whether this node answers the request (a standalone server answers everything; in a
+        cluster only the node nats-server would answer from does)."""
+        return True
 
     def _route(self, tokens: list[str]) -> tuple[Any, str, str] | None:
         n = len(tokens)
