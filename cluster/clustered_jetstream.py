@@ -202,14 +202,25 @@ class ClusteredJetStream(JetStream):
         stream_dir.mkdir(parents=True, exist_ok=True)
         store: MessageStore
         if cfg.storage == "file":
-            store = FileStore(stream_dir / MSGS_DIR)
-            if resume_request(store) is not None:
-                # a state transfer was cut short by a crash: start the store over; Raft's
+            store = FileStore(stream_dir / MSGS_DIR, meta_commits=True)
+            damaged = store.corrupt_records()
+            if damaged:
+                # The replicas hold the same state: rebuild this one from the Raft log or, when
+                # the log is compacted, by a state transfer from the leader, rather than serve
+                # a state that lacks messages the others have.
+                log.warning(
+                    "stream %s: %d damaged records (first %s): rebuilding the replica",
+                    cfg.name,
+                    len(damaged),
+                    damaged[0],
+                )
+            if damaged or resume_request(store) is not None:
+                # (or) a state transfer was cut short by a crash: start the store over; Raft's
                 # snapshot then asks for a complete transfer
-                log.warning("stream %s: discarding an interrupted state transfer", cfg.name)
+                log.warning("stream %s: starting the store over", cfg.name)
                 store.close()
                 shutil.rmtree(stream_dir / MSGS_DIR)
-                store = FileStore(stream_dir / MSGS_DIR)
+                store = FileStore(stream_dir / MSGS_DIR, meta_commits=True)
         else:
             store = MemoryStore()
         if self.apply_log is not None:

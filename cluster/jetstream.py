@@ -113,7 +113,7 @@ class JetStream:
     def _open_stream(self, cfg: StreamConfig, stream_dir: Path, created_ns: int) -> StreamHost:
         store: MessageStore
         if cfg.storage == "file":
-            store = FileStore(stream_dir / MSGS_DIR)
+            store = FileStore(stream_dir / MSGS_DIR, meta_commits=True)
         else:
             store = MemoryStore()
         stream = Stream(cfg, store, created_ns)

@@ -21,6 +21,17 @@ A MSG record whose checksum fails but that a later removal record covers (an era
 crash) is removed, not reported. An erase takes effect at once, before its REMOVE record is durable:
 the one exception to "a crash recovers a prefix of the operations" below.
 
+Commits. With ``meta_commits=True`` (what the engine uses: ``Stream.apply`` ends every entry with
+``set_meta``) a META record is a commit point: recovery keeps exactly the records up to the last
+intact META and rolls back everything after it (truncating its segment, removing later ones; a
+store with no intact META at all is emptied), so a crash never leaves half of an entry's effects
+behind and the engine's applied index always describes what the store holds (a Raft replica then
+re-applies the lost suffix from its log). What is rolled back was never acknowledged: acks follow
+an fsync, which follows the entry's META. For that to hold, nothing irreversible may depend on
+uncommitted records: segments are only deleted or compacted at commit points (``set_meta`` and
+``sync``), and ``fsync`` syncs the directory first, then segments oldest first, so an interrupted
+fsync leaves a prefix of the records. Without ``meta_commits`` recovery keeps any prefix.
+
 Space. A segment is deleted when it is not the active one, all its messages are removed, and every
 older segment that its removal records refer to is already deleted (else deleting it would bring
 those messages back on recovery). Before an unlink the store is synced (so a crash recovers a
@@ -32,7 +43,7 @@ bytes live is compacted: rewritten (write, fsync, rename, fsync directory) with 
 messages, the removal records that still refer to existing older segments, and the latest meta if
 it lives there; a rewritten segment is small, so rarely rewritten again. Opening
 costs one scan of the segments that still exist. Deletion and compaction run on the owning thread
-inside remove/remove_through/append/set_meta (each syncs once: rare, once per segment).
+inside set_meta and sync (each syncs once: rare, once per segment).
 
 Read cache. ``load`` answers from a bounded LRU of ``StoredMsg`` objects before touching the disk:
 ``append`` puts the message it was given (write-through: it is in memory anyway, and it is exactly
@@ -85,6 +96,7 @@ READ_CACHE_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
 # What one cached message costs beyond its subject, header and payload: the StoredMsg tuple, the
 # str/bytes/int object headers and the OrderedDict node (measured about 250 bytes on CPython 3.11).
 READ_CACHE_ENTRY_OVERHEAD_BYTES = 256
+_DIR_FSYNC_RANK = -1  # segment ids start at 1
 
 
 @dataclass(eq=False, slots=True)
@@ -134,11 +146,13 @@ class FileStore:
         *,
         segment_bytes_max: int = SEGMENT_BYTES_MAX_DEFAULT,
         read_cache_bytes_max: int = READ_CACHE_BYTES_MAX_DEFAULT,
+        meta_commits: bool = False,
     ) -> None:
         assert segment_bytes_max >= records.RECORD_BYTES_MIN, segment_bytes_max
         assert read_cache_bytes_max >= 0, read_cache_bytes_max
         self._dir = Path(directory)
         self._segment_bytes_max = segment_bytes_max
+        self._meta_commits = meta_commits
         # seq -> live message, least recently used first; see "Read cache" in the module docstring.
         self._cache: OrderedDict[int, StoredMsg] = OrderedDict()
         self._cache_bytes = 0
@@ -161,7 +175,9 @@ class FileStore:
         self._closed = False
         # Shared with worker threads running fsync(); everything else is owner-thread only.
         self._lock = threading.Lock()
-        self._dirty_fds: set[int] = set()
+        # fd -> fsync rank: the directory first, then segments oldest first, so that whatever
+        # a crash interrupts, what reached the disk is a prefix of the records (see recovery).
+        self._dirty_fds: dict[int, int] = {}
         self._fsyncing_fds: dict[int, int] = {}  # fd -> number of fsync() calls using it
         self._close_deferred_fds: set[int] = set()
 
@@ -184,8 +200,6 @@ class FileStore:
         self._last_seq = seq
         if type(msg.data) is bytes and type(msg.hdr) is bytes:  # immutable: safe to share
             self._cache_put(msg)
-        if self._reclaim_due:
-            self._reclaim()
 
     def remove(self, seq: int, *, erase: bool = False) -> bool:
         found = self._locate(seq)
@@ -203,13 +217,11 @@ class FileStore:
         if erase:
             self._erase_in_place(seg, offset, total_len)
         self._log(records.encode_remove(seq, erase=erase), (seg,))
-        self._reclaim()
         return True
 
     def remove_through(self, seq: int) -> None:
         targets = self._kill_through(seq)
         self._log(records.encode_remove_through(seq), targets)
-        self._reclaim()
 
     def load(self, seq: int) -> StoredMsg | None:
         cache = self._cache
@@ -267,11 +279,11 @@ class FileStore:
         assert seg.flushed_bytes == seg.size_bytes, (seg.flushed_bytes, seg.size_bytes)
         self._buf = bytearray()
         with self._lock:
-            self._dirty_fds.add(seg.fd)
+            self._dirty_fds[seg.fd] = seg.seg_id
 
     def fsync(self) -> None:
         with self._lock:
-            fds = list(self._dirty_fds)
+            fds = sorted(self._dirty_fds, key=self._dirty_fds.__getitem__)
             self._dirty_fds.clear()
             for fd in fds:
                 self._fsyncing_fds[fd] = self._fsyncing_fds.get(fd, 0) + 1
@@ -291,6 +303,8 @@ class FileStore:
     def sync(self) -> None:
         self.flush()
         self.fsync()
+        if self._reclaim_due and not self._reclaiming:
+            self._reclaim()
 
     def corrupt_records(self) -> list[CorruptRecord]:
         found = [rec for rec, _ in self._corrupt_unknown] + [
@@ -301,7 +315,8 @@ class FileStore:
     def close(self) -> None:
         if self._closed:
             return
-        self.sync()
+        self.flush()  # no reclaiming: a close must not rewrite files (crash tests rely on it)
+        self.fsync()
         self._closed = True
         self._cache.clear()
         self._cache_bytes = 0
@@ -479,7 +494,10 @@ class FileStore:
         follows (re-appending the meta blob could otherwise fill and free segments forever)."""
         seg = self._active
         if seg is not None and seg.size_bytes >= self._segment_bytes_max:
+            # Synced before anything reaches its successor: whatever order the OS writes pages
+            # back in, a crash then leaves a prefix of the records (rare: once per segment).
             self.flush()
+            self.fsync()
             self._active = None
             if seg.live == 0:
                 self._reclaim_due = True
@@ -496,7 +514,7 @@ class FileStore:
         self._segments[seg_id] = seg
         self._active = seg
         with self._lock:  # the new directory entry must be durable with the data put in it
-            self._dirty_fds.add(self._dir_fd)
+            self._dirty_fds[self._dir_fd] = _DIR_FSYNC_RANK
         return seg
 
     def _erase_in_place(self, seg: _Segment, offset: int, total_len: int) -> None:
@@ -508,7 +526,7 @@ class FileStore:
             return
         os.pwrite(seg.fd, patch, offset)
         with self._lock:
-            self._dirty_fds.add(seg.fd)
+            self._dirty_fds[seg.fd] = seg.seg_id
 
     # ----------------------------------------------------------------- reclaiming space
 
@@ -638,7 +656,7 @@ class FileStore:
 
     def _close_fd(self, fd: int) -> None:
         with self._lock:
-            self._dirty_fds.discard(fd)
+            self._dirty_fds.pop(fd, None)
             if self._fsyncing_fds.get(fd):
                 self._close_deferred_fds.add(fd)
                 return
@@ -671,6 +689,8 @@ class FileStore:
                 self._notes.append(f"{name}: empty segment removed")
             else:
                 non_empty.append((seg_id, name))
+        if self._meta_commits:
+            non_empty = self._roll_back_to_last_meta(non_empty)
         pending: dict[int, tuple[CorruptRecord, int]] = {}
         for pos, (seg_id, name) in enumerate(non_empty):
             self._recover_segment(seg_id, name, pending, is_last=pos == len(non_empty) - 1)
@@ -679,6 +699,48 @@ class FileStore:
         self._reclaim()
         if self._notes:
             _fsync(self._dir_fd)
+
+    def _roll_back_to_last_meta(self, segments: list[tuple[int, str]]) -> list[tuple[int, str]]:
+        """Discards every record after the last intact META record (the commit point, see
+        "Commits" in the module docstring) and returns the segments that remain."""
+        for pos in range(len(segments) - 1, -1, -1):
+            seg_id, name = segments[pos]
+            path = self._dir / name
+            data = path.read_bytes()
+            commit_end: int | None = None
+            stop: WalkStop | None = None
+            for item in records.walk(data):
+                if isinstance(item, WalkStop):
+                    stop = item
+                    break
+                if item.rtype == RecordType.META and item.crc_ok:
+                    commit_end = item.offset + item.total_len
+            if commit_end is None:
+                continue
+            if commit_end < len(data):
+                if stop is not None and not stop.torn:
+                    # Damage, not an interrupted write: it may have hidden a later commit.
+                    location = f"{name}@{stop.offset}"
+                    record = CorruptRecord(seq=None, location=location, reason=stop.reason)
+                    self._corrupt_unknown.append((record, seg_id))
+                self._notes.append(
+                    f"{name}@{commit_end}: {len(data) - commit_end} bytes after the last commit "
+                    "rolled back"
+                )
+                fd = os.open(path, _OPEN_FLAGS)
+                try:
+                    os.ftruncate(fd, commit_end)
+                    _fsync(fd)
+                finally:
+                    os.close(fd)
+            for _later_id, later_name in segments[pos + 1 :]:
+                os.unlink(self._dir / later_name)
+                self._notes.append(f"{later_name}: written after the last commit, removed")
+            return segments[: pos + 1]
+        for _seg_id, name in segments:  # no commit at all: nothing was ever committed
+            os.unlink(self._dir / name)
+            self._notes.append(f"{name}: no commit record in the store, removed")
+        return []
 
     def _recover_segment(
         self,

@@ -194,6 +194,8 @@ def test_dead_segments_are_deleted_and_the_meta_survives(tmp_path: Path) -> None
         store.append(msg(seq))
     assert len(segment_files(tmp_path)) == 10  # [meta,1,2,3] [4,5,6] ... [28,29,30]
     store.remove_through(27)
+    assert len(segment_files(tmp_path)) == 11  # + the removal's; reclaimed at a commit point only
+    store.sync()
     names = store.segment_names()
     assert [p.name for p in segment_files(tmp_path)] == names
     assert len(names) <= 2 and store.get_meta() == b"config-v1"
@@ -217,6 +219,7 @@ def test_a_segment_whose_removals_still_matter_is_kept(tmp_path: Path) -> None:
     store.remove(6)  # C has no live message but refers to A, which still holds seq 2
     for seq in range(7, 10):
         store.append(msg(seq))  # C is no longer active
+    store.sync()
     removal_segment = store.segment_names()[2]
     assert (tmp_path / removal_segment).exists()
     store.close()
@@ -224,6 +227,7 @@ def test_a_segment_whose_removals_still_matter_is_kept(tmp_path: Path) -> None:
     assert reopened.load(1) is None
     assert [m.seq for m in reopened.scan()] == [2, 3, 4, 7, 8, 9]
     reopened.remove(2)  # A goes, then C can go
+    reopened.sync()
     assert not (tmp_path / removal_segment).exists()
     reopened.close()
     final = FileStore(tmp_path, segment_bytes_max=200)
@@ -313,6 +317,8 @@ def test_mostly_dead_segment_is_compacted_keeping_what_still_matters(tmp_path: P
     store.set_meta(b"meta-in-seg3")
     for seq in (11, 12, 13, 14, 16, 17, 18, 19):
         store.remove(seq)  # seg2 keeps 15 and 20: under a quarter live, so it is rewritten
+    assert seg2.stat().st_size == 1000 + 25  # ... at the next commit point
+    store.set_meta(b"meta-in-seg3")
     assert seg2.stat().st_size == 2 * 100 + 25  # the live messages and the REMOVE(2) record
     expected = [1, *range(3, 11), 15, 20, 21]
     assert [m.seq for m in store.scan()] == expected
