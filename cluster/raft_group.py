@@ -40,6 +40,7 @@ from typing import Any
 
 from pysyncobj import SyncObj, SyncObjConf
 from pysyncobj.config import FAIL_REASON
+from pysyncobj.monotonic import monotonic as pysyncobj_monotonic
 from pysyncobj.node import Node
 from pysyncobj.transport import Transport
 
@@ -141,6 +142,12 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         self._on_state_change = on_state_change
         self.nodes = {p: Node(p) for p in self.peer_ids}
         self.journal = DurableJournal(data_dir / "journal")
+        # Lost entries it had synced (disk damage): it may have acknowledged them, so a vote from
+        # it could elect a leader without them (the Jepsen NATS 2.12.1 loss). Until a leader has
+        # brought its commit index up to the leader's, it neither votes nor campaigns.
+        self.abstaining = bool(self.journal.lost_synced_entries)
+        if self.abstaining:
+            log.warning("group %s: journal lost synced entries: not voting until caught up", name)
         if len(self.journal) == 0:
             self.journal.add(bytes([_NO_OP]), 1, 0)  # pysyncobj's first entry, as it would add
             self.journal.sync()
@@ -286,9 +293,7 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             return {}
         match: dict[Node, int] = self._SyncObj__raftMatchIndex
         seen: dict[Node, float] = self._SyncObj__lastResponseTime
-        from pysyncobj.monotonic import monotonic
-
-        now = monotonic()
+        now = pysyncobj_monotonic()
         return {
             node.id: (int(match.get(node, 0)), max(0.0, now - seen.get(node, now)))
             for node in self.nodes.values()
@@ -308,6 +313,16 @@ def deliver(group: RaftGroup, node: Node, message: dict[str, Any]) -> None:
     """Hand a peer's Raft message to pysyncobj, with two corrections of its follower/leader
     bookkeeping (both found by the chaos harness and the cluster benchmark)."""
     kind = message.get("type")
+    if group.abstaining:
+        if kind == "request_vote":
+            return  # no answer is a refusal
+        if kind == "append_entries" and "prevLogIdx" in message:
+            leader_commit = int(message.get("commit_index") or 0)
+            group.transport_.deliver(node, message)
+            if group.raftCommitIndex >= leader_commit:
+                group.abstaining = False
+                log.warning("group %s: caught up with the leader: voting again", group.group_name)
+            return
     if kind == "next_node_idx" and message.get("success"):
         _keep_next_index(group, node, message)
         return
@@ -437,6 +452,10 @@ class RaftDriver:
         if group.paused:
             return
         self._sync(group)  # entries applied in this tick are on disk here first
+        if group.abstaining:  # never campaign: keep the election deadline ahead
+            group._SyncObj__raftElectionDeadline = (
+                pysyncobj_monotonic() + RAFT_ELECTION_TIMEOUT_MAX_S
+            )
         try:
             group.doTick(0.0)
         except Exception:

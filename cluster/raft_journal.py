@@ -42,7 +42,12 @@ impossible length, or does not follow its predecessor (idx + 1, term not lower);
 truncated there and the cut is logged at WARNING and listed in ``recovery_notes()``. A crash
 mid-append explains a bad tail; damage earlier in the file also drops every later entry (they
 cannot be trusted to follow it), which Raft repairs from the leader as long as only a minority
-is damaged. A bad header or unreadable meta raises ``JournalCorruptError``: that is not a crash
+is damaged. When recovery can tell that synced entries were lost (an intact record after the bad
+one, or a stored commit index beyond the log) it sets
+``lost_synced_entries``: the node may have acknowledged those entries, so its Raft group must not
+vote until a leader has brought it back (``RaftGroup.abstaining``). A damaged tail with nothing
+intact after it is indistinguishable from an interrupted append and is not flagged.
+A bad header or unreadable meta raises ``JournalCorruptError``: that is not a crash
 artefact (both are only ever replaced atomically), and silently resetting a term or vote would
 break Raft.
 
@@ -126,6 +131,9 @@ class DurableJournal(Journal):  # type: ignore[misc]  # pysyncobj is untyped
         self._log_path = self._dir / LOG_FILE_NAME
         self._meta_path = self._dir / META_FILE_NAME
         self._notes: list[str] = []
+        # Set when recovery proves that entries this node had fsynced (and so may have
+        # acknowledged to a leader or counted in a vote) are gone: see RaftGroup.abstaining.
+        self.lost_synced_entries = False
         self._closed = False
         self._failed: str | None = None
         # Shared with a worker thread running sync(): the fd, the generations and the lists.
@@ -155,6 +163,7 @@ class DurableJournal(Journal):  # type: ignore[misc]  # pysyncobj is untyped
             os.close(self._lock_fd)
             raise
         if self._entries and self._commit_index > self._entries[-1][1]:
+            self.lost_synced_entries = True  # the commit index is only stored once synced
             self._note(
                 f"commit index {self._commit_index} beyond the log's last index "
                 f"{self._entries[-1][1]}; clamped"
@@ -472,13 +481,16 @@ class DurableJournal(Journal):  # type: ignore[misc]  # pysyncobj is untyped
             payload = memoryview(data)[start : start + plen]
             if zlib.crc32(payload) != crc:
                 reason = "record checksum mismatch"
+                # An intact record after it: damage in the middle, not an interrupted append.
+                if _intact_record_at(data, start + plen):
+                    self.lost_synced_entries = True
                 break
             idx, term = _IDS.unpack_from(payload, 0)
             if last_idx >= 0 and (idx != last_idx + 1 or term < last_term):
                 reason = (
                     f"record (idx {idx}, term {term}) does not follow ({last_idx}, {last_term})"
                 )
-                break
+                break  # (an unsynced truncation's stale tail after a power loss: not a loss)
             self._entries.append((bytes(payload[RECORD_PAYLOAD_BYTES_MIN:]), idx, term))
             self._offsets.append(offset)
             self._gens.append(0)
@@ -575,3 +587,14 @@ def _pread_all(fd: int, size: int) -> bytes:
         chunks.append(chunk)
         offset += len(chunk)
     return b"".join(chunks)
+
+
+def _intact_record_at(data: bytes, offset: int) -> bool:
+    """Whether a whole record whose checksum holds starts at ``offset``."""
+    if len(data) - offset < RECORD_PREFIX_BYTES:
+        return False
+    plen, crc = _PREFIX.unpack_from(data, offset)
+    start = offset + RECORD_PREFIX_BYTES
+    if plen < RECORD_PAYLOAD_BYTES_MIN or len(data) - start < plen:
+        return False
+    return bool(zlib.crc32(memoryview(data)[start : start + plen]) == crc)

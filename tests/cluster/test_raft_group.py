@@ -122,3 +122,59 @@ async def test_a_deposed_leader_fails_its_queued_proposals_instead_of_forwarding
             with pytest.raises(NotLeaderError):
                 await future
         group.close()
+
+
+def test_a_node_whose_journal_lost_synced_entries_does_not_vote_until_caught_up(
+    tmp_path: Path,
+) -> None:
+    """The Jepsen NATS 2.12.1 scenario: a node whose disk lost entries it had acknowledged votes
+    for a candidate that lacks them, and a committed write is lost. Such a node abstains (no
+    vote, no campaign) until a leader has brought its commit index up to the leader's."""
+    from cluster.raft_group import RaftGroup, deliver
+    from cluster.raft_journal import LOG_FILE_NAME
+
+    def make(routes: _Routes) -> RaftGroup:
+        return RaftGroup(
+            "S.X",
+            "n1",
+            ["n1", "n2", "n3"],
+            tmp_path / "g",
+            routes,  # type: ignore[arg-type]
+            _Driver(),  # type: ignore[arg-type]
+            lambda _i, _p: None,
+        )
+
+    group = make(_Routes())
+    for idx in range(2, 8):
+        group.journal.add(b"\x00entry-%d" % idx, idx, 1)
+    group.journal.sync()
+    group.close()
+    log_path = tmp_path / "g" / "journal" / LOG_FILE_NAME
+    raw = bytearray(log_path.read_bytes())
+    raw[-60] ^= 0x04  # inside an entry before the last: intact records follow the damage
+    log_path.write_bytes(bytes(raw))
+
+    routes = _Routes()
+    group = make(routes)
+    assert group.journal.lost_synced_entries and group.abstaining
+    last_idx = group.journal[-1][1]
+    assert last_idx < 7
+    vote = {"type": "request_vote", "term": 2, "last_log_index": last_idx, "last_log_term": 1}
+    deliver(group, group.nodes["n2"], dict(vote))
+    assert not [m for _p, _g, m in routes.sent if m.get("type") == "response_vote"]
+    # the leader (term 2) sends what is missing, with its commit index: caught up, votes again
+    missing = [(b"\x00entry-%d" % i, i, 1) for i in range(last_idx + 1, 8)]
+    append = {
+        "type": "append_entries",
+        "term": 2,
+        "commit_index": 7,
+        "prevLogIdx": last_idx,
+        "prevLogTerm": 1,
+        "entries": missing,
+    }
+    deliver(group, group.nodes["n2"], append)
+    assert group.raftCommitIndex == 7 and not group.abstaining
+    vote3 = {"type": "request_vote", "term": 3, "last_log_index": 7, "last_log_term": 1}
+    deliver(group, group.nodes["n3"], vote3)
+    assert [m for _p, _g, m in routes.sent if m.get("type") == "response_vote"]
+    group.close()

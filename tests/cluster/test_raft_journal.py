@@ -780,3 +780,35 @@ JournalMachine.TestCase.settings = settings(
     max_examples=MODEL_MAX_EXAMPLES, stateful_step_count=MODEL_STEPS, deadline=None
 )
 test_journal_against_list_model = JournalMachine.TestCase
+
+
+def test_lost_synced_entries_is_flagged_only_when_recovery_can_prove_it(
+    jdir: Path, opened: Callable[[], DurableJournal]
+) -> None:
+    entries = [(b"command-%d" % i, i, 1) for i in range(1, 7)]
+    path = jdir / LOG_FILE_NAME
+    offsets = _record_offsets(entries)
+
+    def rewrite(change: Callable[[bytearray], None]) -> DurableJournal:
+        journal = opened()
+        journal.clear()
+        _fill(journal, entries)
+        journal.sync()
+        journal._destroy()
+        raw = bytearray(path.read_bytes())
+        change(raw)
+        path.write_bytes(bytes(raw))
+        return opened()
+
+    def flip_in_third(raw: bytearray) -> None:
+        raw[offsets[2] + 27] ^= 0x10  # a command byte: intact records follow
+
+    def cut_in_last(raw: bytearray) -> None:
+        del raw[offsets[-1] + 5 :]  # an interrupted append looks exactly like this
+
+    journal = rewrite(flip_in_third)
+    assert journal.lost_synced_entries and journal[:] == entries[:2]
+    journal._destroy()
+    journal = rewrite(cut_in_last)
+    assert not journal.lost_synced_entries and journal[:] == entries[:5]
+    journal._destroy()
