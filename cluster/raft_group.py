@@ -219,6 +219,14 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             self._on_state_change()
 
     def _write_snapshot(self, path: str, data: tuple[Any, ...]) -> None:
+        try:
+            self._write_snapshot_file(path, data)
+        except Exception:
+            # pysyncobj swallows it and only says "Failed to store full dump"
+            log.exception("group %s: snapshot failed", self.group_name)
+            raise
+
+    def _write_snapshot_file(self, path: str, data: tuple[Any, ...]) -> None:
         last, prev, _cluster = data
         extra = self._snapshot_fn(int(last[1])) if self._snapshot_fn is not None else {}
         doc = {

@@ -282,3 +282,35 @@ def walk(buf: bytes) -> Iterator[WalkedRecord | WalkStop]:
             erased = is_erased(view, offset, head.total_len)
             yield WalkedRecord(offset, head.total_len, head.rtype, head.seq, False, erased)
             offset += head.total_len
+
+
+def append_sendable_msg(buf: bytearray, msg: StoredMsg) -> None:
+    """``append_msg`` for a message about to leave this node (state transfer, mirror fetch):
+    ``ValueError`` when its subject cannot be carried by the record format."""
+    try:
+        subject_len = len(msg.subject.encode())
+    except UnicodeEncodeError:
+        raise ValueError(f"seq {msg.seq}: subject is not encodable as UTF-8") from None
+    if not 0 < subject_len <= SUBJECT_BYTES_MAX:
+        raise ValueError(f"seq {msg.seq}: subject of {subject_len} bytes cannot be sent")
+    append_msg(buf, msg)
+
+
+def decode_msg_records(buf: bytes) -> list[StoredMsg]:
+    """The messages of a buffer of MSG records that arrived from another node, in order;
+    ``ValueError`` on anything else (a damaged, cut or non-MSG record)."""
+    msgs: list[StoredMsg] = []
+    with memoryview(buf) as view:
+        for item in walk(buf):
+            if isinstance(item, WalkStop):
+                raise ValueError(f"bad message record at {item.offset}: {item.reason}")
+            if not item.crc_ok or item.rtype != RecordType.MSG:
+                raise ValueError(f"bad message record at {item.offset}")
+            try:
+                msg = decode_msg(view, item.offset, item.seq)
+            except UnicodeDecodeError:
+                msg = None
+            if msg is None:
+                raise ValueError(f"undecodable message record at {item.offset}")
+            msgs.append(msg)
+    return msgs

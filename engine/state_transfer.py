@@ -360,12 +360,9 @@ def _message_batches(
 
 def _append_record(buf: bytearray, msg: StoredMsg) -> None:
     try:
-        subject_len = len(msg.subject.encode())
-    except UnicodeEncodeError:
-        raise TransferError(f"seq {msg.seq}: subject is not encodable as UTF-8") from None
-    if not 0 < subject_len <= records.SUBJECT_BYTES_MAX:
-        raise TransferError(f"seq {msg.seq}: subject of {subject_len} bytes cannot be sent")
-    records.append_msg(buf, msg)
+        records.append_sendable_msg(buf, msg)
+    except ValueError as exc:
+        raise TransferError(str(exc)) from None
 
 
 # ====================================================================== follower side
@@ -600,18 +597,7 @@ def _open_chunk(chunk: bytes) -> tuple[int, int, int, bytes]:
 
 
 def _decode_records(buf: bytes) -> list[StoredMsg]:
-    msgs: list[StoredMsg] = []
-    with memoryview(buf) as view:
-        for item in records.walk(buf):
-            if isinstance(item, records.WalkStop):
-                raise TransferError(f"bad message record at {item.offset}: {item.reason}")
-            if not item.crc_ok or item.rtype != records.RecordType.MSG:
-                raise TransferError(f"bad message record at {item.offset}")
-            try:
-                msg = records.decode_msg(view, item.offset, item.seq)
-            except UnicodeDecodeError:
-                msg = None
-            if msg is None:
-                raise TransferError(f"undecodable message record at {item.offset}")
-            msgs.append(msg)
-    return msgs
+    try:
+        return records.decode_msg_records(buf)
+    except ValueError as exc:
+        raise TransferError(str(exc)) from None
