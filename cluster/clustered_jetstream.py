@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from cluster.apply_log import ApplyLog, ObservedStore
+from cluster.extensions import attach_all
 from cluster.jetstream import (
     API_PREFIX,
     MSGS_DIR,
@@ -245,6 +246,7 @@ class ClusteredJetStream(JetStream):
         self.streams[cfg.name] = host
         self.created_ns[cfg.name] = sa.created_ns
         host.start()
+        attach_all(host, self.attachers)
         return host
 
     def _stream_leader_changed(self, host: ReplicatedStreamHost) -> None:
@@ -551,7 +553,10 @@ class ClusteredJetStream(JetStream):
                     "commit_index": group.raftCommitIndex,
                     "lag": host.lag(),
                     "digest": host.stream.digest().hex(),
+                    # messages only (no config, no index): equal on a mirror and its upstream
+                    "content_digest": host.stream.content_digest().hex(),
                     "direct_gets_served": host.direct_gets_served,
+                    **host.attachment_info(),
                     "state": {
                         "messages": st.messages,
                         "bytes": st.bytes,

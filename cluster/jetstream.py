@@ -21,6 +21,7 @@ from typing import Any
 
 from cluster import sync_ledger
 from cluster.batching import BatchContext
+from cluster.extensions import attach_all, load_attachers
 from cluster.router import Router
 from cluster.stream_host import StreamHost
 from engine.batch import BatchLimits
@@ -83,6 +84,7 @@ class JetStream:
         self.api_total = 0
         self.api_errors = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        self.attachers = load_attachers()  # stream extensions (mirror/): cluster/extensions.py
 
     # --- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -128,6 +130,7 @@ class JetStream:
         self.streams[cfg.name] = host
         self.created_ns[cfg.name] = created_ns
         host.start()
+        attach_all(host, self.attachers)
         for note in getattr(store, "recovery_notes", lambda: [])():
             log.warning("stream %s: %s", cfg.name, note)
         for bad in store.corrupt_records():
@@ -246,6 +249,8 @@ class JetStream:
             # records that failed their checksum are reported as nats-server reports lost data
             lost_msgs=sorted(c.seq for c in corrupt if c.seq is not None) or None,
         )
+        for key, value in host.attachment_info().items():
+            kw.setdefault(key, value)
         return api_json.stream_info(
             host.config,
             state,

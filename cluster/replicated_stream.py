@@ -140,6 +140,7 @@ class ReplicatedStreamHost(StreamHost):
 
     async def close(self) -> None:
         self._closing = True
+        await self.close_attachments()
         self.unsubscribe_all()
         self._batches.close()
         if self._expiry_timer is not None:
@@ -186,6 +187,7 @@ class ReplicatedStreamHost(StreamHost):
             for sub in self._ingest_subs:
                 self.router.remove(sub)
             self._ingest_subs = []
+        self._want_fetch(self.caught_up and not self._closing)
         want_direct = self.config.allow_direct and self.caught_up and not self._closing
         if want_direct and not self._direct_subs:
             from engine.direct_get import DIRECT_GET_GROUP, direct_get_subjects
@@ -198,6 +200,7 @@ class ReplicatedStreamHost(StreamHost):
             for sub in self._direct_subs:
                 self.router.remove(sub)
             self._direct_subs = []
+            self.fail_direct_waiters()
 
     def _role_changed(self) -> None:
         leader = self.is_leader
@@ -230,8 +233,10 @@ class ReplicatedStreamHost(StreamHost):
         """Called by the node every Raft tick: keeps the Direct Get subscription honest and hands
         a new stream's leadership to its preferred peer."""
         want = self.config.allow_direct and self.caught_up
-        if want != bool(self._direct_subs):
+        if want != bool(self._direct_subs) or self.caught_up != bool(self._fetch_subs):
             self.refresh_subscriptions()
+        for attachment in self.attachments:
+            attachment.on_tick()
         # hand what was applied to the OS every tick (one write): a killed process then loses
         # at most a tick of applied state, which the Raft log replays (fsync stays with snapshots)
         self.store.flush()
@@ -378,6 +383,7 @@ class ReplicatedStreamHost(StreamHost):
             asyncio.get_running_loop().call_soon(self.refresh_subscriptions)
         if self.is_leader and not self._closing:
             self._schedule_expiry()
+        self.wake_direct_waiters()  # read-your-writes Direct Gets waiting for this sequence
         return result
 
     def _expire_due(self) -> None:
@@ -397,16 +403,18 @@ class ReplicatedStreamHost(StreamHost):
 
     # --- snapshots --------------------------------------------------------------------------
     def _snapshot(self, index: int) -> dict[str, Any]:
-        # compaction drops log entries through ``index``: the store must hold them durably first
+        # compaction drops log entries through ``index``: the store must hold them durably first.
+        # The engine's applied index may be below ``index``: barriers and Raft no-ops after the
+        # last engine entry change no state (asserting equality here failed every snapshot taken
+        # after a MSG.GET barrier, so logs were never compacted under read load).
+        assert self.group.raftLastApplied >= index, (self.group.raftLastApplied, index)
         self.store.sync()
-        assert self.stream.applied_index >= index or self.stream.applied_index == 0, (
-            self.stream.applied_index,
-            index,
-        )
         return {"applied_index": self.stream.applied_index, "last_seq": self.stream.last_seq}
 
-    def _restore(self, index: int, _state: dict[str, Any]) -> None:
-        if self.stream.applied_index >= index:
+    def _restore(self, index: int, state: dict[str, Any]) -> None:
+        # the engine state the snapshot stands for: what its writer's engine had applied
+        needed = int(state.get("applied_index", index))
+        if self.stream.applied_index >= needed:
             return
         # A snapshot from the leader, ahead of this replica: the log no longer has the entries
         # in between. Stop applying (the driver skips a paused group; appends are still stored
@@ -450,6 +458,7 @@ class ReplicatedStreamHost(StreamHost):
             self._transfer = None
             if not applier.skipped:
                 self.stream = applier.stream
+                self.wake_direct_waiters()
             if isinstance(self.store, ObservedStore) and self.apply_log is not None:
                 index = self.stream.applied_index
                 self.apply_log.record(self.name, index, 0, None, self.store.events)

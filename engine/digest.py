@@ -4,8 +4,11 @@ Owns the definition of "same state": every live message (seq, subject, ts, accou
 fingerprint of header and payload), the stream's sequence bookkeeping, the applied log index and
 the configuration. The message part is a multiset hash (the sum of per-message BLAKE2b hashes
 modulo 2**128), so adding or removing a message costs O(1) and a full purge resets it in O(1); the
-final digest hashes that sum with the scalar state. It detects accidental divergence between
-replicas; it is not meant to resist an adversary.
+final digest hashes that sum with the scalar state. ``messages_digest`` hashes the same sum with
+the message count and bytes only: two streams holding the same messages at the same seqs (a
+mirror and its upstream, whatever their logs, configs and bookkeeping) agree on it, provided
+their storage types match (the accounting size is part of each message's hash). It detects
+accidental divergence between replicas; it is not meant to resist an adversary.
 
 Cost split, because publish is the hot path: what a message needs on arrival is only its content
 fingerprint (``content_fingerprint``: CRC-32 of header and payload with the header length, one C
@@ -37,6 +40,9 @@ FINGERPRINT_HDR_LEN_SHIFT: Final = 32
 
 _MSG_HEAD = struct.Struct(">QqQQ")  # seq, ts, size, fingerprint
 _STATE = struct.Struct(">BQQQqqQQ")
+_CONTENT = struct.Struct(">BBQQ")  # version, domain tag, messages, bytes
+# Keeps a content digest from ever equalling a state digest of the same sum.
+_CONTENT_DOMAIN: Final = 0x43
 _blake2b = hashlib.blake2b
 _crc32 = zlib.crc32
 
@@ -108,4 +114,12 @@ def state_digest(
     h.update(len(msg_id).to_bytes(4, "big"))
     h.update(msg_id)
     h.update(config_digest)
+    return h.digest()
+
+
+def messages_digest(*, msg_sum: int, messages: int, bytes_total: int) -> bytes:
+    """The digest of the live messages alone (no seq bookkeeping, applied index or config)."""
+    h = hashlib.blake2b(digest_size=DIGEST_BYTES)
+    h.update(_CONTENT.pack(DIGEST_FORMAT_VERSION, _CONTENT_DOMAIN, messages, bytes_total))
+    h.update(msg_sum.to_bytes(MSG_HASH_BYTES, "big"))
     return h.digest()

@@ -9,6 +9,13 @@ and multi-last walks, quirks included (``no_hdr`` never decrements the EOB's pen
 batch whose first lookup misses is a lone 404 without EOB; a negative ``batch`` sends only the
 EOB; ``up_to_seq`` past the last sequence is "No Results", as nats-server's file store says).
 
+Beyond nats-server (read-your-writes): a request may carry ``min_last_seq``, the lowest stream
+sequence its answer must reflect. A valid request whose ``min_last_seq`` is above the view's
+``last_seq`` is not answered from that view: :func:`try_direct_get` says so (:class:`NotApplied`)
+so that the host can wait for its applies, and :func:`direct_get` answers ``412 Min Last Sequence
+Not Applied``. Invalid requests get nats-server's error whatever ``min_last_seq`` says, and a
+request whose ``min_last_seq`` is met gets exactly nats-server's answer (which ignores the key).
+
 Not reproduced: nats-server recomputes the EOB's pending count when the stream grew while the
 batch was being sent; a view is a snapshot, so it never grows here.
 
@@ -45,6 +52,7 @@ MAX_ALLOWED_RESPONSES: Final = 1024
 MAX_PENDING_SIZE_BYTES: Final = 64 * 1024 * 1024
 
 _STATUS_412: Final = b"NATS/1.0 412 Required Api Level\r\n\r\n"
+_STATUS_412_MIN_SEQ: Final = b"NATS/1.0 412 Min Last Sequence Not Applied\r\n\r\n"
 _STATUS_408_EMPTY: Final = b"NATS/1.0 408 Empty Request\r\n\r\n"
 _STATUS_408_MALFORMED: Final = b"NATS/1.0 408 Malformed Request\r\n\r\n"
 _STATUS_408_BAD: Final = b"NATS/1.0 408 Bad Request\r\n\r\n"
@@ -88,6 +96,14 @@ REPLY_BAD: Final = DirectReply(_STATUS_408_BAD, b"")
 REPLY_NOT_FOUND: Final = DirectReply(_STATUS_404_NOT_FOUND, b"")
 REPLY_NO_RESULTS: Final = DirectReply(_STATUS_404_NO_RESULTS, b"")
 REPLY_TOO_MANY: Final = DirectReply(_STATUS_413, b"")
+# jetraft's own status: the responder has not applied the request's min_last_seq (never stale)
+REPLY_MIN_SEQ_NOT_APPLIED: Final = DirectReply(_STATUS_412_MIN_SEQ, b"")
+
+
+class NotApplied(NamedTuple):
+    """A valid request asking for a later state than the view's: ``last_seq < min_last_seq``."""
+
+    min_last_seq: int
 
 
 def direct_get_subjects(stream: str) -> tuple[str, str]:
@@ -308,12 +324,33 @@ def direct_get(
     payload: bytes,
     subject_key: str | None,
 ) -> list[DirectReply]:
-    """The replies, in order, to one Direct Get request.
+    """The replies, in order, to one Direct Get request, answered at once: a request whose
+    ``min_last_seq`` the view has not reached gets ``412 Min Last Sequence Not Applied``.
 
     ``subject_key`` is None for ``$JS.API.DIRECT.GET.<stream>`` and the text after
     ``$JS.API.DIRECT.GET.<stream>.`` for the subject-appended form. ``reply_stream_name`` goes
     into ``Nats-Stream`` (a mirror answering for its origin puts its own name there).
     """
+    replies = try_direct_get(
+        view,
+        reply_stream_name=reply_stream_name,
+        request_hdr=request_hdr,
+        payload=payload,
+        subject_key=subject_key,
+    )
+    return [REPLY_MIN_SEQ_NOT_APPLIED] if isinstance(replies, NotApplied) else replies
+
+
+def try_direct_get(
+    view: StreamView,
+    *,
+    reply_stream_name: str,
+    request_hdr: bytes | None,
+    payload: bytes,
+    subject_key: str | None,
+) -> list[DirectReply] | NotApplied:
+    """:func:`direct_get`, except that a valid request whose ``min_last_seq`` is above the view's
+    ``last_seq`` is not answered: the caller may wait for that sequence and ask again."""
     if request_hdr and _api_level_too_high(request_hdr):
         return [REPLY_412]
     if subject_key is not None:
@@ -339,14 +376,17 @@ def direct_get(
         return [REPLY_EMPTY]
     if _conflicts(req):
         return [REPLY_BAD]
+    if req.min_last_seq > view.last_seq:
+        return NotApplied(req.min_last_seq)
     return _answer(view, reply_stream_name, req)
 
 
 def _direct_get_by_subject(
     view: StreamView, name: str, payload: bytes, key: str
-) -> list[DirectReply]:
+) -> list[DirectReply] | NotApplied:
     """``processDirectGetLastBySubjectRequest``: a ``last_by_subj=<key>`` single get; a body may
-    only carry ``no_hdr`` / ``max_bytes`` (and keys nats-server ignores)."""
+    only carry ``no_hdr`` / ``max_bytes`` (and keys nats-server ignores, ``min_last_seq`` among
+    them: honoured here, so a KV get can read its own writes too)."""
     req = MsgGetRequest()
     if payload:
         try:
@@ -357,5 +397,7 @@ def _direct_get_by_subject(
         return [REPLY_BAD]
     if _appended_form_fields_set(req):
         return [REPLY_BAD]
+    if req.min_last_seq > view.last_seq:
+        return NotApplied(req.min_last_seq)
     req.last_by_subj = key
     return _single(view, name, req)

@@ -9,7 +9,8 @@ encoding is explicit (no pickle) and versioned:
 Bodies are big-endian ``struct`` fields; strings and byte strings are u32-length-prefixed (strings
 UTF-8, surrogates passed through so that any ``str`` a parser produced round-trips). A new entry
 kind takes a new type byte (e.g. the coming batch-commit and expire-by-seq entries); a changed
-body takes a new format version, and decoders keep reading the old one.
+body takes a new format version, and decoders keep reading the old one. ``MirrorEntry`` (type 7)
+carries messages copied from a mirror's upstream with their upstream seqs and timestamps.
 
 Must never: accept bytes it cannot fully account for (trailing bytes, bad CRC, unknown type or
 version all raise ``EntryDecodeError`` and nothing else), or read clocks.
@@ -33,6 +34,7 @@ TYPE_PURGE: Final = 3
 TYPE_EXPIRE: Final = 4
 TYPE_UPDATE_CONFIG: Final = 5
 TYPE_BATCH_COMMIT: Final = 6
+TYPE_MIRROR: Final = 7
 
 _HEAD = struct.Struct(">BB")
 _CRC = struct.Struct(">I")
@@ -42,7 +44,9 @@ _MSG_LENS = struct.Struct(">III")  # subject, hdr, data lengths
 _DELETE = struct.Struct(">qQB")
 _PURGE_NUMS = struct.Struct(">QQ")
 _PUBLISH_HEAD = struct.Struct(">qI")
+_MIRROR_HEAD = struct.Struct(">qQQI")  # ts_ns, upstream last seq, covered seq, message count
 _BATCH_TAIL = struct.Struct(">BI")  # eob flag, message count (after ts_ns and the batch id)
+_MIRRORED_HEAD = struct.Struct(">Qq")  # upstream seq, upstream ts (then subject/hdr/data lengths)
 
 _STR_ENCODING = "utf-8"
 _STR_ERRORS = "surrogatepass"
@@ -119,8 +123,40 @@ class BatchCommitEntry:
     eob: bool
 
 
+@dataclass(frozen=True, slots=True)
+class MirroredMsg:
+    """One message as the mirror's upstream stores it: its seq, subject, full header block (or
+    b""), payload and timestamp, all kept as they are."""
+
+    seq: int
+    subject: str
+    hdr: bytes
+    data: bytes
+    ts_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorEntry:
+    """What a mirror's leader fetched from the upstream in one batch, in upstream seq order.
+    ``ts_ns`` is the leader's proposal time (the stored messages keep their upstream times)."""
+
+    ts_ns: int
+    msgs: tuple[MirroredMsg, ...]
+    # what the leader knew when it proposed: the upstream's last seq, and the upstream seq through
+    # which the mirror holds every (matching) message after this entry; 0 = unknown. Every mirror
+    # replica learns its lag from them (they are not stream state: no digest, not persisted)
+    upstream_last_seq: int = 0
+    covered_seq: int = 0
+
+
 Entry = (
-    PublishEntry | DeleteMsgEntry | PurgeEntry | ExpireEntry | UpdateConfigEntry | BatchCommitEntry
+    PublishEntry
+    | DeleteMsgEntry
+    | PurgeEntry
+    | ExpireEntry
+    | UpdateConfigEntry
+    | BatchCommitEntry
+    | MirrorEntry
 )
 
 
@@ -182,6 +218,23 @@ def _body(entry: Entry) -> tuple[int, bytes]:
             parts += (_MSG_LENS.pack(len(subject), len(msg.hdr), len(msg.data)), subject)
             parts += (msg.hdr, msg.data)
         return TYPE_BATCH_COMMIT, b"".join(parts)
+    if isinstance(entry, MirrorEntry):
+        _check_i64(entry.ts_ns, "ts_ns")
+        _check_u64(entry.upstream_last_seq, "upstream_last_seq")
+        _check_u64(entry.covered_seq, "covered_seq")
+        parts = [
+            _MIRROR_HEAD.pack(
+                entry.ts_ns, entry.upstream_last_seq, entry.covered_seq, len(entry.msgs)
+            )
+        ]
+        for mirrored in entry.msgs:
+            _check_u64(mirrored.seq, "seq")
+            _check_i64(mirrored.ts_ns, "ts_ns")
+            subject = mirrored.subject.encode(_STR_ENCODING, _STR_ERRORS)
+            lens = _MSG_LENS.pack(len(subject), len(mirrored.hdr), len(mirrored.data))
+            parts += (_MIRRORED_HEAD.pack(mirrored.seq, mirrored.ts_ns), lens, subject)
+            parts += (mirrored.hdr, mirrored.data)
+        return TYPE_MIRROR, b"".join(parts)
     raise TypeError(f"not a log entry: {type(entry).__name__}")
 
 
@@ -283,6 +336,18 @@ def _dec_batch_commit(r: _Reader) -> BatchCommitEntry:
     return BatchCommitEntry(ts_ns, batch_id, tuple(msgs), eob == 1)
 
 
+def _dec_mirror(r: _Reader) -> MirrorEntry:
+    ts_ns, upstream_last_seq, covered_seq, count = r.unpack(_MIRROR_HEAD)
+    msgs = []
+    for _ in range(count):
+        seq, msg_ts_ns = r.unpack(_MIRRORED_HEAD)
+        subject_len, hdr_len, data_len = r.unpack(_MSG_LENS)
+        subject = r.text(subject_len)
+        hdr = r.take(hdr_len)
+        msgs.append(MirroredMsg(seq, subject, hdr, r.take(data_len), msg_ts_ns))
+    return MirrorEntry(ts_ns, tuple(msgs), upstream_last_seq, covered_seq)
+
+
 _DECODERS: dict[int, Callable[[_Reader], Entry]] = {
     TYPE_PUBLISH: _dec_publish,
     TYPE_DELETE_MSG: _dec_delete,
@@ -290,6 +355,7 @@ _DECODERS: dict[int, Callable[[_Reader], Entry]] = {
     TYPE_EXPIRE: _dec_expire,
     TYPE_UPDATE_CONFIG: _dec_update,
     TYPE_BATCH_COMMIT: _dec_batch_commit,
+    TYPE_MIRROR: _dec_mirror,
 }
 
 

@@ -29,6 +29,11 @@ single-value rule, which the stream decoder does not have. The pieces that are t
 are shared, not copied: the decoded-value model, kind names and quoting come from
 ``protocol.gojson``, ``time.Parse`` from ``protocol.timefmt``.
 
+Jetraft's extension: ``min_last_seq`` (uint64, read-your-writes Direct Get) is decoded like the
+struct's other uint64 fields, but only by the lenient decoder. nats-server's struct has no such
+field, so its Direct Get ignores the key (the same request stays valid there) and its MSG.GET
+refuses it as an unknown field; the strict decoder does exactly that.
+
 Must never: look at a stream, or raise anything but :class:`GetRequestError` on client input.
 """
 
@@ -78,6 +83,7 @@ class MsgGetRequest:
     up_to_seq: int = 0
     up_to_time_ns: int | None = None
     no_hdr: bool = False
+    min_last_seq: int = 0  # Direct Get only (jetraft's extension): answer from last_seq >= this
 
 
 def go_parse_rfc3339(text: str) -> int:
@@ -168,20 +174,24 @@ _FIELD_SPECS: Final[dict[str, tuple[str, str, _Converter, bool]]] = {
     "up_to_seq": ("up_to_seq", "uint64", _to_uint64, False),
     "up_to_time": ("up_to_time_ns", "time.Time", _to_time_ns, True),
     "no_hdr": ("no_hdr", "bool", _to_bool, False),
+    "min_last_seq": ("min_last_seq", "uint64", _to_uint64, False),
 }
+# Fields that are not in nats-server's struct: the strict (MSG.GET) decoder does not know them.
+_EXTENSION_FIELDS: Final = frozenset(("min_last_seq",))
 _FOLDED: Final = {name.casefold(): name for name in _FIELD_SPECS}
 
 
-def _field_for(key: str) -> str | None:
+def _field_for(key: str, strict: bool) -> str | None:
     """The field a JSON key sets: an exact match first, else a case-folded one (as Go)."""
-    if key in _FIELD_SPECS:
-        return key
-    return _FOLDED.get(key.casefold())
+    name = key if key in _FIELD_SPECS else _FOLDED.get(key.casefold())
+    if strict and name in _EXTENSION_FIELDS:
+        return None
+    return name
 
 
 def _apply_member(req: MsgGetRequest, key: str, value: object, strict: bool) -> None:
     """Apply one ``"key": value`` member as Go's decoder would (raises on the first error)."""
-    name = _field_for(key)
+    name = _field_for(key, strict)
     if name is None:
         if strict:
             raise GetRequestError(f"json: unknown field {go_quote(clean_string(key))}")
@@ -452,7 +462,7 @@ def _apply_scanned(req: MsgGetRequest, data: bytes, value: _Value, strict: bool)
     for ks, ke, vs, ve in value.members:
         key = VALUE_DECODER.decode(data[ks:ke].decode("utf-8", "replace"))
         assert isinstance(key, str)
-        name = _field_for(key)
+        name = _field_for(key, strict)
         if name is None and not strict:
             continue  # unknown keys are skipped without decoding
         member = None if name is None else _decode_span(data, vs, ve)
@@ -486,7 +496,7 @@ _scan_plain: Final[Callable[[str, int], tuple[tuple[tuple[str, object], ...], in
     Any, _PLAIN_DECODER
 ).scan_once
 _JSON_WS: Final = " \t\r\n"
-_UINT64_FIELDS: Final = frozenset(("seq", "up_to_seq"))
+_UINT64_FIELDS: Final = frozenset(("seq", "up_to_seq", "min_last_seq"))
 _INT_FIELDS: Final = frozenset(("batch", "max_bytes"))
 _STRING_FIELDS: Final = frozenset(("last_by_subj", "next_by_subj"))
 _TIME_FIELDS: Final = {"start_time": "start_time_ns", "up_to_time": "up_to_time_ns"}
@@ -521,7 +531,7 @@ def _plain_value(key: str, value: object) -> object:
     return _NOT_PLAIN
 
 
-def _decode_plain(text: str) -> MsgGetRequest | None:
+def _decode_plain(text: str, strict: bool) -> MsgGetRequest | None:
     """The request, when ``text`` is one object whose members all pass ``_plain_value``."""
     body = text.strip(_JSON_WS)
     if body[:1] != "{":
@@ -536,6 +546,8 @@ def _decode_plain(text: str) -> MsgGetRequest | None:
         return None  # duplicate keys: Go applies each in turn
     req = MsgGetRequest()
     for key, member in pairs:
+        if strict and key in _EXTENSION_FIELDS:
+            return None  # an unknown field to MSG.GET: the Go-rule path words the error
         converted = _plain_value(key, member)
         if converted is _NOT_PLAIN:
             return None
@@ -555,7 +567,7 @@ def decode_get_request(payload: bytes, *, strict: bool) -> MsgGetRequest:
     except UnicodeDecodeError:
         text = payload.decode("utf-8", "replace")
     else:
-        plain = _decode_plain(text)
+        plain = _decode_plain(text, strict)
         if plain is not None:
             return plain
     try:

@@ -10,10 +10,11 @@ one reply holding up to ``FETCH_MSGS_MAX`` messages in the file store's checksum
 
 Request (JSON, small): ``{"seq": N}`` or ``{"start_time_ns": T}`` (the first message at or after
 it), optional ``"filter"`` (subject filter; empty = all), ``"max_msgs"``, ``"max_bytes"``.
-Reply (binary): ``version u8 | first_seq u64 | last_seq u64 | count u32 | records...`` where
-first/last are the upstream's state when it answered (for the mirror's lag), then ``count`` MSG
-records in ascending seq order, every message at or after the start that matches the filter, up
-to the limits (at least one message when any matches, however big).
+Reply (binary): ``version u8 | first_seq u64 | last_seq u64 | complete u8 | count u32 |
+records...`` where first/last are the upstream's state when it answered (for the mirror's lag),
+``complete`` says the reply holds every matching message through ``last_seq`` (the limits did not
+cut it), then ``count`` MSG records in ascending seq order, every message at or after the start
+that matches the filter, up to the limits (at least one message when any matches, however big).
 
 Must never: look at anything but the ``StreamView`` and the request; raise anything but
 ``FetchError`` on a bad request or reply.
@@ -35,7 +36,7 @@ FETCH_FORMAT_VERSION: Final = 1
 FETCH_MSGS_MAX: Final = 1024  # one reply carries at most this many messages...
 FETCH_BYTES_MAX: Final = 4 * 1024 * 1024  # ...and stops after this many record bytes
 FETCH_REQUEST_BYTES_MAX: Final = 64 * 1024
-_HEAD = struct.Struct("<BQQI")
+_HEAD = struct.Struct("<BQQBI")  # version, first, last, complete, count
 
 
 class FetchError(ValueError):
@@ -92,6 +93,7 @@ class FetchReply:
     first_seq: int  # the upstream's state when it answered
     last_seq: int
     msgs: list[StoredMsg]
+    complete: bool = True  # every matching message through last_seq is in msgs
 
     def pending_after(self, seq: int) -> int:
         """Upper bound of the upstream messages above ``seq`` (the mirror's lag)."""
@@ -107,9 +109,13 @@ def answer(view: StreamView, raw_request: bytes) -> bytes:
     body = bytearray()
     count = 0
     seq = max(start, 1)
-    while count < req.max_msgs and len(body) < req.max_bytes:
+    complete = False
+    while True:
         msg = view.load_next(seq, req.filter)
         if msg is None:
+            complete = True
+            break
+        if count >= req.max_msgs or len(body) >= req.max_bytes:
             break
         try:
             records.append_sendable_msg(body, msg)
@@ -117,13 +123,14 @@ def answer(view: StreamView, raw_request: bytes) -> bytes:
             raise FetchError(str(exc)) from None
         count += 1
         seq = msg.seq + 1
-    return _HEAD.pack(FETCH_FORMAT_VERSION, view.first_seq, view.last_seq, count) + bytes(body)
+    head = _HEAD.pack(FETCH_FORMAT_VERSION, view.first_seq, view.last_seq, complete, count)
+    return head + bytes(body)
 
 
 def decode_reply(raw: bytes) -> FetchReply:
     if len(raw) < _HEAD.size:
         raise FetchError(f"fetch reply of {len(raw)} bytes is too short")
-    version, first_seq, last_seq, count = _HEAD.unpack_from(raw)
+    version, first_seq, last_seq, complete, count = _HEAD.unpack_from(raw)
     if version != FETCH_FORMAT_VERSION:
         raise FetchError(f"unknown fetch reply version {version}")
     try:
@@ -134,4 +141,6 @@ def decode_reply(raw: bytes) -> FetchReply:
         raise FetchError(f"fetch reply holds {len(msgs)} messages, says {count}")
     if any(b.seq <= a.seq for a, b in pairwise(msgs)):
         raise FetchError("fetch reply messages are not in ascending order")
-    return FetchReply(first_seq, last_seq, msgs)
+    if complete > 1:
+        raise FetchError(f"fetch reply complete flag {complete}")
+    return FetchReply(first_seq, last_seq, msgs, bool(complete))

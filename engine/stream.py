@@ -4,11 +4,12 @@ Owns everything that must be identical on every replica: sequence numbers, times
 the entry, never from a clock: a stored message gets max(entry ts, last ts) so time never goes
 backwards), the publish-time header checks in nats-server's exact order and wording, the dedupe
 window, discard-new and discard-old limits, rollups, deletes, purges, MaxAge expiry, config
-updates, per-message TTL expiry with subject delete markers (``engine/ttl.py``) and atomic batch
-commits (their checks live in ``engine/batch.py``). It sits on any ``MessageStore`` (memory or
-file) and answers ``StreamView`` queries from ``engine/index.py`` without scanning. Engine
-bookkeeping that the store cannot derive (applied index, last_seq across purges, last msg id,
-config) is persisted as the store's meta blob after every apply.
+updates, per-message TTL expiry with subject delete markers (``engine/ttl.py``), atomic batch
+commits (their checks live in ``engine/batch.py``) and messages a mirror copies from its upstream
+(``apply_mirror``: upstream seqs and times kept, no publish checks). It sits on any
+``MessageStore`` (memory or file) and answers ``StreamView`` queries from ``engine/index.py``
+without scanning. Engine bookkeeping that the store cannot derive (applied index, last_seq across
+purges, last msg id, config) is persisted as the store's meta blob after every apply.
 
 Reference behaviour: nats-server v2.15 ``stream.go processJetStreamMsgWithBatch``, ``purgeLocked``,
 ``memstore.go storeRawMsg/PurgeEx/compact/UpdateConfig`` (probed against the v2.15.1 binary).
@@ -36,6 +37,7 @@ from engine.digest import (
     config_hash,
     content_fingerprint,
     message_hash,
+    messages_digest,
     state_digest,
 )
 from engine.entries import (
@@ -44,6 +46,8 @@ from engine.entries import (
     Entry,
     ExpireEntry,
     InboundMsg,
+    MirroredMsg,
+    MirrorEntry,
     PublishEntry,
     PurgeEntry,
     UpdateConfigEntry,
@@ -172,6 +176,8 @@ class Stream:
         self._dedupe_order: deque[tuple[str, int, int]] = deque()  # (msg id, seq, ts_ns)
         self._applied_index = 0
         self._created_ns = created_ns
+        self.mirror_upstream_last_seq = 0  # see apply_mirror
+        self.mirror_covered_seq = 0
         self._last_seq = config.first_seq - 1 if config.first_seq > 0 else 0
         self._empty_first_seq = config.first_seq  # first_seq reported while empty (0 when new)
         self._last_ts_ns = 0
@@ -217,6 +223,8 @@ class Stream:
             return self.apply_update(index, entry)
         if isinstance(entry, BatchCommitEntry):
             return self.apply_batch(index, entry)
+        if isinstance(entry, MirrorEntry):
+            return self.apply_mirror(index, entry)
         raise TypeError(f"not a log entry: {type(entry).__name__}")
 
     def apply_publish(self, index: int, entry: PublishEntry) -> list[PubResult]:
@@ -308,6 +316,74 @@ class Stream:
                 self._purge_ex(msg.subject, 0, 1)
             elif item.rollup == ROLLUP_ALL:
                 self._purge_ex("", 0, 1)
+
+    def apply_mirror(self, index: int, entry: MirrorEntry) -> list[int]:
+        """Messages the mirror's leader fetched from the upstream; the seqs stored.
+
+        nats-server's mirror ingest (stream.go ``processInboundMirrorMsg``, then
+        ``processJetStreamMsg`` as a sourced message): each message is stored at exactly its
+        upstream seq with its upstream subject, header block, payload and timestamp, and:
+
+        * a message at or below ``last_seq`` is skipped, so re-proposing a batch after a leader
+          change, or two overlapping fetches, never stores anything twice;
+        * a gap below it (messages deleted upstream) is skipped over as deleted, as nats-server's
+          ``skipMsgs`` does; into an empty mirror the first message may come at any seq, which
+          then is ``first_seq``;
+        * no publish-time header check runs: batch, ``Nats-Expected-*``, ``Nats-Msg-Id`` (no
+          dedupe) and ``Nats-Rollup`` headers are stored as they are, and so is ``Nats-TTL``,
+          whose deadline is tracked (removed by expire entries) only when this stream has
+          ``allow_msg_ttl``; a TTL that does not parse is stored with no deadline, never
+          refused (stream.go ``!sourced``). Subject delete markers are ordinary messages here;
+        * the mirror's own limits apply: max_msgs_per_subject, and max_msgs / max_bytes with
+          discard old, drop the oldest after the store, as for a publish (max_age comes with
+          expire entries). A message the mirror cannot take (over max_msg_size, too large for a
+          file record, or past a limit with discard new) is skipped: its seq still advances and
+          counts as deleted. nats-server would instead stall the mirror on that message,
+          retrying for ever; jetraft prefers progress, and a later message that fits is stored;
+        * a sealed mirror takes nothing (its seqs do not move).
+
+        Timestamps stay the upstream's (``last_ts`` never goes back), so the index's
+        non-decreasing-time order holds as long as the upstream's does."""
+        self._begin(index)
+        # not state (no digest, not persisted): the lag a replica reports, learned from the log
+        self.mirror_upstream_last_seq = max(self.mirror_upstream_last_seq, entry.upstream_last_seq)
+        self.mirror_covered_seq = max(self.mirror_covered_seq, entry.covered_seq)
+        stored: list[int] = []
+        if not self._config.sealed:
+            last_ts_ns = self._last_ts_ns
+            for msg in entry.msgs:
+                if msg.seq > self._last_seq and self._store_mirrored(msg):
+                    stored.append(msg.seq)
+                    last_ts_ns = max(last_ts_ns, msg.ts_ns)
+                    self._last_ts_ns = last_ts_ns
+            # The ids are kept for a promotion (mirror removed by an update); forgetting those a
+            # window older than last_ts bounds them, and leaves what a reopen rebuilds.
+            self._expire_dedupe(self._last_ts_ns)
+        self._drop_uninterested()
+        self._end(index)
+        return stored
+
+    def _store_mirrored(self, msg: MirroredMsg) -> bool:
+        """Store one mirrored message at ``msg.seq`` (> last_seq), or skip it when this stream
+        cannot take it; either way last_seq becomes ``msg.seq``."""
+        cfg, seq = self._config, msg.seq
+        subject, hdr, data = msg.subject, msg.hdr, msg.data
+        self._last_seq = seq - 1  # the gap: deleted upstream, deleted here
+        inbound = InboundMsg(subject, hdr, data)
+        size = self._msg_size(subject, hdr, data)
+        if (
+            (cfg.storage == "file" and limits.filestore_record_too_large(size))
+            or 0 <= cfg.max_msg_size < len(hdr) + len(data)
+            or self._discard_new_error(inbound, "", size) is not None
+        ):
+            self._last_seq = seq
+            if not self._index:
+                self._empty_first_seq = seq + 1
+            return False
+        msg_id = (_header(hdr, HDR_MSG_ID) or "") if hdr else ""
+        self._store_msg(inbound, msg.ts_ns, msg_id, size)
+        self._enforce_limits_after_store(subject)
+        return True
 
     def _drop_uninterested(self) -> None:
         """An interest stream keeps a message only while a consumer wants it; jetraft has no
@@ -874,6 +950,16 @@ class Stream:
             bytes_total=state.bytes,
             last_msg_id=self._last_msg_id,
             config_digest=self._config_digest,
+        )
+
+    def content_digest(self) -> bytes:
+        """Digest of the live messages alone (seq, subject, ts, size, content of each), without
+        seq bookkeeping, applied index or config: equal on a mirror and its upstream once they
+        hold the same messages at the same seqs (same storage type: sizes are hashed)."""
+        self._fold()
+        idx = self._index
+        return messages_digest(
+            msg_sum=self._msg_sum.value, messages=len(idx), bytes_total=idx.bytes_total
         )
 
     # ================================================================== StreamView

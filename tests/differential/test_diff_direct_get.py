@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from diff_harness import NO_REPLY_TIMEOUT_S, REPLY_TIMEOUT_S, Differ, Session
 from diff_raw import DEFAULT_CONNECT, hpub, pub
-from diff_setup import AFTER_ALL, BEFORE_ALL, standard_stream, substitute
+from diff_setup import AFTER_ALL, BEFORE_ALL, STANDARD_MESSAGES, standard_stream, substitute
 
 pytestmark = pytest.mark.differential
 
@@ -310,5 +310,60 @@ async def test_direct_get_no_reply_subject_is_ignored(diff: Differ) -> None:
             pub(f"$JS.API.DIRECT.GET.{s.stream()}.", b"", "_DIFF.x"),
             timeout_s=NO_REPLY_TIMEOUT_S,
         )
+
+    await diff.run(scenario)
+
+
+# jetraft's read-your-writes field: bases that each valid form takes (body, subject tail, multi)
+MIN_LAST_SEQ_BASES: list[DG] = [
+    DG({"seq": 2}),
+    DG({"seq": 3}),
+    DG({"last_by_subj": "$S.a"}),
+    DG({"next_by_subj": "$S.b"}),
+    DG({"start_time": "$T4"}),
+    DG({"seq": 4, "no_hdr": True}),
+    DG({"seq": 1, "batch": 3}, multi=True),
+    DG({"multi_last": ["$S.>"]}, multi=True),
+    DG({}, tail="$S.a"),
+    DG({}),  # no selector: 408 Empty Request with the field as without it
+    DG({"seq": 1, "last_by_subj": "$S.a"}),  # a conflict: 408 Bad Request either way
+]
+
+
+def _answer_of(frames: list[Any]) -> list[Any]:
+    """The reply frames without the reply subject, which differs from request to request."""
+    return [f.key()[4:] if f.op in ("MSG", "HMSG") else f.key() for f in frames]
+
+
+async def test_direct_get_min_last_seq_is_ignored_by_nats_server(diff: Differ) -> None:
+    """nats-server ignores ``min_last_seq`` in Direct Get (the same answer with and without it),
+    so a request carrying it stays valid there; jetraft, whose stream has reached the sequence,
+    answers alike. MSG.GET refuses the field as any unknown field (10025)."""
+    last_seq = len(STANDARD_MESSAGES)
+
+    async def scenario(s: Session) -> None:
+        subs = await standard_stream(s)
+        for case in MIN_LAST_SEQ_BASES:
+            assert isinstance(case.body, dict)
+            tail = None if case.tail is None else substitute(case.tail, subs)
+            answers = []
+            for min_last_seq in (None, 1, last_seq):
+                body = dict(case.body)
+                if min_last_seq is not None:
+                    body["min_last_seq"] = min_last_seq
+                frames = await s.direct_get(
+                    s.stream(),
+                    substitute(body, subs),
+                    subject_tail=tail,
+                    multi=case.multi,
+                    label=f"DG {case.tail or ''} {body!r}",
+                )
+                answers.append(_answer_of(frames))
+            s.record(
+                f"min_last_seq ignored: {case.tail or ''} {case.body!r}",
+                answers[1:] == [answers[0]] * 2,
+            )
+        await s.api(f"STREAM.MSG.GET.{s.stream()}", {"seq": 1, "min_last_seq": 1})
+        await s.api(f"STREAM.MSG.GET.{s.stream()}", {"min_last_seq": 100})
 
     await diff.run(scenario)

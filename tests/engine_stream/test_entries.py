@@ -11,12 +11,15 @@ from hypothesis import strategies as st
 
 from engine.entries import (
     ENTRY_FORMAT_VERSION,
+    TYPE_MIRROR,
     TYPE_PUBLISH,
     DeleteMsgEntry,
     Entry,
     EntryDecodeError,
     ExpireEntry,
     InboundMsg,
+    MirroredMsg,
+    MirrorEntry,
     PublishEntry,
     PurgeEntry,
     UpdateConfigEntry,
@@ -29,12 +32,14 @@ U64 = st.integers(0, (1 << 64) - 1)
 TEXT = st.text(max_size=20)  # any code points, surrogates included
 
 MSGS = st.builds(InboundMsg, TEXT, st.binary(max_size=40), st.binary(max_size=40))
+MIRRORED = st.builds(MirroredMsg, U64, TEXT, st.binary(max_size=40), st.binary(max_size=40), I64)
 ENTRIES: st.SearchStrategy[Entry] = st.one_of(
     st.builds(PublishEntry, I64, st.lists(MSGS, max_size=5).map(tuple)),
     st.builds(DeleteMsgEntry, I64, U64, st.booleans()),
     st.builds(PurgeEntry, I64, TEXT, U64, U64),
     st.builds(ExpireEntry, I64),
     st.builds(UpdateConfigEntry, I64, st.binary(max_size=60)),
+    st.builds(MirrorEntry, I64, st.lists(MIRRORED, max_size=5).map(tuple)),
 )
 
 
@@ -79,7 +84,7 @@ def test_random_bytes_only_raise_decode_error(raw: bytes) -> None:
 
 
 @settings(max_examples=200)
-@given(st.integers(1, 5), st.binary(max_size=80))
+@given(st.integers(1, TYPE_MIRROR), st.binary(max_size=80))
 def test_random_bodies_with_valid_crc_only_raise_decode_error(entry_type: int, body: bytes) -> None:
     """Past the checksum, the field parser itself must reject garbage cleanly."""
     try:
@@ -144,8 +149,50 @@ def test_huge_declared_count_fails_fast() -> None:
         DeleteMsgEntry(0, -1, False),
         DeleteMsgEntry(0, 1 << 64, False),
         PurgeEntry(0, "", 0, -1),
+        MirrorEntry(1 << 63, ()),
+        MirrorEntry(0, (MirroredMsg(-1, "a", b"", b"", 0),)),
+        MirrorEntry(0, (MirroredMsg(1 << 64, "a", b"", b"", 0),)),
+        MirrorEntry(0, (MirroredMsg(1, "a", b"", b"", 1 << 63),)),
     ],
 )
 def test_out_of_range_numbers_are_a_caller_error(entry: Entry) -> None:
     with pytest.raises(ValueError):
         encode_entry(entry)
+
+
+def test_mirror_encoding_is_stable() -> None:
+    """The mirror entry's persisted form: entry ts, the upstream's last seq, the seq covered
+    through and the count, then
+    per message the upstream seq and time before the usual lengths and bytes."""
+    entry = MirrorEntry(5, (MirroredMsg(9, "a.b", b"H", b"xy", 7),), 12, 10)
+    raw = encode_entry(entry)
+    assert raw[:-4].hex() == (
+        "0107"  # version 1, type mirror
+        "0000000000000005"  # entry ts
+        "000000000000000c"  # upstream last seq
+        "000000000000000a"  # covered through
+        "00000001"  # one message
+        "0000000000000009"  # upstream seq
+        "0000000000000007"  # upstream ts
+        "000000030000000100000002"  # subject/hdr/data lengths
+        "612e62"
+        "48"
+        "7879"
+    )
+    assert raw[-4:] == struct.pack(">I", zlib.crc32(raw[:-4]))
+
+
+def test_mirror_entry_garbage_is_rejected() -> None:
+    good = encode_entry(MirrorEntry(1, (MirroredMsg(3, "s", b"", b"d", 2),)))[:-4]
+    with pytest.raises(EntryDecodeError, match="trailing"):
+        decode_entry(_with_crc(good + b"\x00"))
+    with pytest.raises(EntryDecodeError, match="truncated"):
+        decode_entry(_with_crc(good[:-1]))
+    bad_subject = struct.pack(
+        ">BBqQQIQqIII", ENTRY_FORMAT_VERSION, TYPE_MIRROR, 0, 0, 0, 1, 1, 0, 1, 0, 0
+    )
+    with pytest.raises(EntryDecodeError, match="string"):
+        decode_entry(_with_crc(bad_subject + b"\xff"))
+    huge = struct.pack(">BBqQQI", ENTRY_FORMAT_VERSION, TYPE_MIRROR, 0, 0, 0, 0xFFFFFFFF)
+    with pytest.raises(EntryDecodeError, match="truncated"):
+        decode_entry(_with_crc(huge))

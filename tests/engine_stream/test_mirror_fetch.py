@@ -46,11 +46,13 @@ def test_a_reply_holds_exactly_the_matching_live_messages_from_the_start(
         matching = [
             m
             for m in h.stream._store.scan()
-            if m.seq >= first and (subject_filter in ("", ">") or _matches(m.subject, subject_filter))
+            if m.seq >= first
+            and (subject_filter in ("", ">") or _matches(m.subject, subject_filter))
         ]
         assert reply.first_seq == h.stream.first_seq and reply.last_seq == h.stream.last_seq
         assert reply.msgs == matching[: len(reply.msgs)]  # a prefix, byte for byte...
         assert len(reply.msgs) <= max_msgs
+        assert reply.complete == (len(reply.msgs) == len(matching))
         if len(reply.msgs) < min(max_msgs, len(matching)):  # ...cut only by the byte budget
             assert reply.msgs, "at least one message whenever one matches"
         h.close()

@@ -1,0 +1,264 @@
+"""A mirror stream following its upstream, and answering the upstream's Direct Gets.
+
+One ``MirrorFollower`` is attached to every host (replica) of a stream whose config has
+``mirror``. What each does:
+
+* **Following** (on the host that may propose: the single server, or the mirror group's leader):
+  ask the upstream's replicas for everything above the mirror's position with one mirror fetch
+  (``engine/mirror_fetch.py``, on ``$JSC.MF.<upstream>``, answered by any caught-up upstream
+  replica), and propose what came back as one ``MirrorEntry``: the messages keep their upstream
+  sequences, subjects, headers and timestamps, and applying skips anything at or below the
+  mirror's last sequence, so a re-proposal after a leader change or a restart of either side
+  neither duplicates nor leaves a gap. Far behind, each round trip moves up to
+  ``FETCH_MSGS_MAX`` messages; caught up, it polls every ``MIRROR_IDLE_POLL_S``; when the
+  upstream does not answer (offline), it retries with backoff and reports the error.
+* **Mirror Direct Get** (every replica, ``mirror_direct``): once fewer than
+  ``MIRROR_DIRECT_CAUGHT_UP_PENDING`` upstream messages are missing (nats-server's
+  ``dgetCaughtUpThresh``) and the replica itself is caught up, queue-subscribe in ``_sys_`` to
+  ``$JS.API.DIRECT.GET.<upstream>`` and its subject-appended form, and answer from the mirror's
+  own engine with the mirror's name in ``Nats-Stream`` — so reads spread over mirror nodes too
+  and keep working while the upstream is offline.
+
+``external`` upstreams (another domain or account) are not followed: jetraft has no leaf nodes
+or domains, so nothing would route the fetch; the mirror reports that in ``mirror.error``.
+
+Must never: store anything but what the upstream returned, or propose from a non-leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import secrets
+import time
+from typing import Any, Final
+
+from cluster.extensions import StreamAttachment
+from cluster.router import Router
+from cluster.stream_host import MIRROR_FETCH_PREFIX, StreamHost
+from engine.direct_get import DIRECT_GET_GROUP, direct_get_subjects
+from engine.entries import MirroredMsg, MirrorEntry
+from engine.mirror_fetch import FETCH_MSGS_MAX, FetchError, FetchRequest, decode_reply
+from protocol.errors import ApiError
+from protocol.timefmt import parse_rfc3339_unix_ns
+
+log = logging.getLogger("jetraft.mirror")
+
+MIRROR_FETCH_TIMEOUT_S: Final = 2.0
+MIRROR_IDLE_POLL_S: Final = 0.05
+MIRROR_RETRY_MIN_S: Final = 0.1
+MIRROR_RETRY_MAX_S: Final = 2.0
+MIRROR_DIRECT_CAUGHT_UP_PENDING: Final = 10  # nats-server's dgetCaughtUpThresh
+MIRROR_ACTIVE_NEVER: Final = -1
+_INBOX_PREFIX: Final = "$JSC.MR."
+
+
+class MirrorFollower(StreamAttachment):
+    def __init__(self, host: StreamHost) -> None:
+        mirror = host.config.mirror
+        assert mirror is not None
+        self.host = host
+        self.router: Router = host.router
+        self.upstream = mirror.name
+        self.filter = mirror.filter_subject or ""
+        self.external = mirror.external is not None
+        self.error: str | None = None
+        self.upstream_last_seq = 0
+        self.position = 0  # the highest upstream seq known to be covered (stored or nothing live)
+        self.last_contact_ns = 0
+        self.fetches = 0
+        self.msgs_fetched = 0
+        self._direct_subs: list[Any] = []
+        self._closing = False
+        self._inbox = f"{_INBOX_PREFIX}{secrets.token_hex(6)}"
+        self._inbox_sub = self.router.subscribe_internal(self._inbox + ".*", self._on_reply)
+        self._next_reply = itertools.count(1)
+        self._waiting: dict[str, asyncio.Future[tuple[bytes | None, bytes]]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    # --- StreamAttachment ---------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self._set_direct(False)
+        self.router.remove(self._inbox_sub)
+        for future in self._waiting.values():
+            future.cancel()
+
+    def info(self) -> dict[str, Any]:
+        """STREAM.INFO's ``mirror`` object (nats-server's StreamSourceInfo)."""
+        now = time.time_ns()
+        out: dict[str, Any] = {"name": self.upstream}
+        out["lag"] = self.pending
+        out["active"] = now - self.last_contact_ns if self.last_contact_ns else MIRROR_ACTIVE_NEVER
+        if self.filter:
+            out["filter_subject"] = self.filter
+        if self.error:
+            out["error"] = {"code": 503, "description": self.error}
+        return {"mirror": out}
+
+    def on_tick(self) -> None:
+        self._refresh_direct()
+
+    # --- state --------------------------------------------------------------------------------
+    @property
+    def pending(self) -> int:
+        """Upstream messages above what this replica holds (the mirror's lag). A follower knows
+        what the leader wrote into the log (``MirrorEntry.upstream_last_seq``/``covered_seq``);
+        the leader also what its latest fetch told it."""
+        stream = self.host.stream
+        known = max(self.upstream_last_seq, stream.mirror_upstream_last_seq)
+        covered = max(self.position, stream.last_seq, stream.mirror_covered_seq)
+        return max(0, known - covered)
+
+    def _logged_pending(self) -> int:
+        """The lag a follower derives from the log alone."""
+        stream = self.host.stream
+        covered = max(stream.last_seq, stream.mirror_covered_seq)
+        return max(0, stream.mirror_upstream_last_seq - covered)
+
+    def _may_propose(self) -> bool:
+        return bool(getattr(self.host, "is_leader", True)) and not self.host.offline
+
+    def _replica_caught_up(self) -> bool:
+        return bool(getattr(self.host, "caught_up", True))
+
+    # --- following ----------------------------------------------------------------------------
+    async def _run(self) -> None:
+        if self.external:
+            self.error = "external upstreams are not supported by jetraft (no domains)"
+        delay = MIRROR_RETRY_MIN_S
+        while not self._closing:
+            self._refresh_direct()
+            if self.external or not self._may_propose():
+                await asyncio.sleep(MIRROR_IDLE_POLL_S * 4)
+                continue
+            try:
+                moved = await self._follow_once()
+            except (TimeoutError, FetchError) as exc:
+                self.error = f"upstream {self.upstream} unavailable: {exc or 'timeout'}"
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MIRROR_RETRY_MAX_S)
+                continue
+            except ApiError:
+                await asyncio.sleep(MIRROR_IDLE_POLL_S)  # lost leadership meanwhile
+                continue
+            self.error = None
+            delay = MIRROR_RETRY_MIN_S
+            if not moved:
+                await asyncio.sleep(MIRROR_IDLE_POLL_S)
+
+    async def _follow_once(self) -> bool:
+        """One fetch and (when it brought anything new) one proposal; whether it moved."""
+        stream = self.host.stream
+        start = max(stream.last_seq, self.position) + 1
+        mirror_cfg = self.host.config.mirror
+        assert mirror_cfg is not None
+        if stream.last_seq == 0 and self.position == 0:
+            if mirror_cfg.opt_start_seq:
+                start = mirror_cfg.opt_start_seq
+            elif mirror_cfg.opt_start_time is not None:
+                start = 0
+        request = FetchRequest(
+            seq=start,
+            start_time_ns=_time_ns(mirror_cfg.opt_start_time) if start == 0 else 0,
+            filter=self.filter,
+            max_msgs=FETCH_MSGS_MAX,
+        )
+        hdr, data = await self._request(MIRROR_FETCH_PREFIX + self.upstream, request.encode())
+        if hdr and hdr.startswith(b"NATS/1.0 ") and not data:
+            raise FetchError(hdr.split(b"\r\n", 1)[0][9:].decode(errors="replace"))
+        reply = decode_reply(data)
+        self.fetches += 1
+        self.last_contact_ns = time.time_ns()
+        self.upstream_last_seq = reply.last_seq
+        fresh = tuple(
+            MirroredMsg(m.seq, m.subject, m.hdr, m.data, m.ts_ns)
+            for m in reply.msgs
+            if m.seq > stream.last_seq
+        )
+        covered = reply.last_seq if reply.complete else 0
+        if fresh:
+            await self.host.propose(MirrorEntry(time.time_ns(), fresh, reply.last_seq, covered))
+            self.msgs_fetched += len(fresh)
+            return True
+        if reply.complete:
+            # nothing live (or matching) above ``start`` upstream: covered through its last seq
+            self.position = max(self.position, reply.last_seq)
+        if self._followers_misjudge():
+            # tell the replicas through the log, or they would not serve the upstream's reads
+            await self.host.propose(MirrorEntry(time.time_ns(), (), reply.last_seq, self.position))
+        return False
+
+    def _followers_misjudge(self) -> bool:
+        """Whether the log leaves the mirror's followers wrong about being nearly caught up
+        (after a restart they know nothing; a filter or upstream deletions leave gaps)."""
+        threshold = MIRROR_DIRECT_CAUGHT_UP_PENDING
+        if self.host.stream.mirror_upstream_last_seq == 0 and self.upstream_last_seq > 0:
+            return True
+        return (self._logged_pending() >= threshold) != (self.pending >= threshold)
+
+    async def _request(self, subject: str, payload: bytes) -> tuple[bytes | None, bytes]:
+        reply = f"{self._inbox}.{next(self._next_reply)}"
+        future: asyncio.Future[tuple[bytes | None, bytes]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._waiting[reply] = future
+        try:
+            if not self.router.publish(subject, reply, None, payload):
+                raise TimeoutError("no responders")
+            return await asyncio.wait_for(future, MIRROR_FETCH_TIMEOUT_S)
+        finally:
+            self._waiting.pop(reply, None)
+
+    def _on_reply(self, subject: str, _reply: str | None, hdr: bytes | None, data: bytes) -> None:
+        future = self._waiting.get(subject)
+        if future is not None and not future.done():
+            future.set_result((hdr, data))
+
+    # --- mirror Direct Get --------------------------------------------------------------------
+    def _refresh_direct(self) -> None:
+        want = (
+            self.host.config.mirror_direct
+            and not self._closing
+            and self._replica_caught_up()
+            and self.pending < MIRROR_DIRECT_CAUGHT_UP_PENDING
+            # a replica that has not heard of the upstream yet knows nothing of its lag
+            and (self.last_contact_ns > 0 or self.host.stream.mirror_upstream_last_seq > 0)
+        )
+        self._set_direct(bool(want))
+
+    def _set_direct(self, want: bool) -> None:
+        if want and not self._direct_subs:
+            self._direct_subs = [
+                self.router.subscribe_internal(s, self.host.direct_get, queue=DIRECT_GET_GROUP)
+                for s in direct_get_subjects(self.upstream)
+            ]
+        elif not want and self._direct_subs:
+            for sub in self._direct_subs:
+                self.router.remove(sub)
+            self._direct_subs = []
+            self.host.fail_direct_waiters()  # parked reads are not left to time out
+
+
+def _time_ns(value: str | None) -> int:
+    """``opt_start_time`` (RFC 3339, validated with the config) in ns; 0 when unset."""
+    if not value:
+        return 0
+    try:
+        return max(parse_rfc3339_unix_ns(value), 0)
+    except ValueError:
+        return 0
+
+
+def attach(host: StreamHost) -> MirrorFollower | None:
+    """The ``jetraft.stream_extensions`` entry point: a follower for every mirror stream."""
+    if host.config.mirror is None:
+        return None
+    return MirrorFollower(host)
