@@ -16,6 +16,9 @@ from nats.aio.client import Client as NATS
 from nats.js.api import StreamConfig, StreamSource
 from nats.js.client import JetStreamContext
 
+from tests.integration.clients import connect
+from tests.servers import ServerProc
+
 pytestmark = pytest.mark.integration
 
 UPSTREAM = "DG"
@@ -142,3 +145,38 @@ async def test_publishing_into_a_mirror_is_not_possible(nc: NATS, js: JetStreamC
     ack = await js.publish("dg.k0", b"x")
     assert ack.stream == UPSTREAM
     await _wait_mirrored(nc, 3)
+
+
+MANY = 3000  # several fetches of FETCH_MSGS_MAX: the kill lands in the middle of the catch-up
+
+
+async def test_a_mirror_killed_mid_catch_up_resumes_without_gap_or_duplicate(
+    jetraft_server: ServerProc,
+) -> None:
+    """jetraft only (a kill -9 of the one process that holds both streams): the mirror restarts
+    from what its store committed and fetches the rest; every upstream message is in the mirror
+    exactly once, at its upstream sequence."""
+    nc = await connect(jetraft_server.url)
+    try:
+        js = nc.jetstream(timeout=10)
+        await js.add_stream(StreamConfig(name=UPSTREAM, subjects=["dg.>"], allow_direct=True))
+        acks = [js.publish(f"dg.k{i % 5}", f"p{i}".encode()) for i in range(MANY)]
+        await asyncio.gather(*acks)
+        await js.add_stream(StreamConfig(name=MIRROR, mirror=StreamSource(name=UPSTREAM)))
+        deadline = time.monotonic() + CATCH_UP_DEADLINE_S
+        while (await _api(nc, f"$JS.API.STREAM.INFO.{MIRROR}", {}))["state"]["last_seq"] == 0:
+            assert time.monotonic() < deadline, "the mirror never started"
+            await asyncio.sleep(0.005)
+    finally:
+        await nc.close()
+    jetraft_server.kill()
+    jetraft_server.restart()
+    nc = await connect(jetraft_server.url)
+    try:
+        js = nc.jetstream(timeout=10)
+        info = await _wait_mirrored(nc, MANY)
+        assert info["state"]["messages"] == MANY and info["state"]["first_seq"] == 1
+        for seq in (1, MANY // 2, MANY):
+            assert (await js.get_msg(MIRROR, seq)).data == f"p{seq - 1}".encode()
+    finally:
+        await nc.close()
