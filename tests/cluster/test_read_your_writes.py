@@ -391,15 +391,24 @@ async def test_a_lagging_follower_answers_412_not_stale_data(
     _resume(c, follower)
 
 
-async def test_a_lagging_follower_answers_once_it_applies(
+async def _parked_on_a_lagging_follower(
     cluster: tuple[InProcessCluster, list[NATS]], monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> tuple[InProcessCluster, int, Any, list[asyncio.Task[Read]], int]:
+    """Reads parked (long wait) on a paused follower for the seq it lacks: (cluster, follower,
+    its host, the read tasks, that seq)."""
     monkeypatch.setattr(stream_host, "DIRECT_GET_MIN_SEQ_WAIT_S", LONG_WAIT_S)
     c, conns = cluster
     follower, _old, new = await _lagging_follower(c, conns)
     host = c.replica(follower, "RYW")
     assert host is not None
     tasks = await _park_at(host, conns, {"last_by_subj": "ryw.lag", "min_last_seq": new})
+    return c, follower, host, tasks, new
+
+
+async def test_a_lagging_follower_answers_once_it_applies(
+    cluster: tuple[InProcessCluster, list[NATS]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c, follower, _host, tasks, new = await _parked_on_a_lagging_follower(cluster, monkeypatch)
     _resume(c, follower)
     reads = await asyncio.gather(*tasks)
     assert any(r.served_by == f"n{follower}" for r in reads)
@@ -411,12 +420,7 @@ async def test_a_lagging_follower_answers_once_it_applies(
 async def test_a_follower_dropping_direct_get_answers_its_parked_requests(
     cluster: tuple[InProcessCluster, list[NATS]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(stream_host, "DIRECT_GET_MIN_SEQ_WAIT_S", LONG_WAIT_S)
-    c, conns = cluster
-    follower, _old, new = await _lagging_follower(c, conns)
-    host = c.replica(follower, "RYW")
-    assert host is not None
-    tasks = await _park_at(host, conns, {"last_by_subj": "ryw.lag", "min_last_seq": new})
+    c, follower, host, tasks, new = await _parked_on_a_lagging_follower(cluster, monkeypatch)
     # any lag is now too much: the next tick unsubscribes the paused follower from Direct Get
     monkeypatch.setattr(replicated_stream, "DIRECT_GET_LAG_MAX", 0)
     reads = await asyncio.gather(*tasks)

@@ -24,7 +24,7 @@ from engine.entries import (
 )
 from engine.filestore import FileStore
 from engine.memstore import MemoryStore
-from engine.store import MessageStore
+from engine.store import MessageStore, StoredMsg
 from engine.stream import ApplyResult, PubResult, Stream
 from protocol.errors import ApiError
 from protocol.models import StreamConfig
@@ -162,3 +162,36 @@ class Harness:
 
 
 MakeHarness = Callable[..., Harness]
+
+
+class StoreCrash(Exception):
+    """The process died here (raised by a ``CrashingStoreMixin`` store instead of mutating)."""
+
+
+class CrashingStoreMixin:
+    """Put before a store class: the store "crashes" (raises ``StoreCrash``, doing nothing) at
+    its mutation number ``mutations_left`` (counted from 0; None: never)."""
+
+    mutations_left: int | None = None
+
+    def _mutate(self) -> None:
+        if self.mutations_left is not None:
+            if self.mutations_left == 0:
+                raise StoreCrash
+            self.mutations_left -= 1
+
+    def append(self, msg: StoredMsg) -> None:
+        self._mutate()
+        super().append(msg)  # type: ignore[misc]
+
+    def remove(self, seq: int, *, erase: bool = False) -> bool:
+        self._mutate()
+        return bool(super().remove(seq, erase=erase))  # type: ignore[misc]
+
+    def remove_through(self, seq: int) -> None:
+        self._mutate()
+        super().remove_through(seq)  # type: ignore[misc]
+
+    def set_meta(self, meta: bytes) -> None:
+        self._mutate()
+        super().set_meta(meta)  # type: ignore[misc]

@@ -14,7 +14,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from engine_stream_harness import CREATED_NS, T0_NS, S, make_config
+from engine_stream_harness import (
+    CREATED_NS,
+    T0_NS,
+    CrashingStoreMixin,
+    S,
+    StoreCrash,
+    make_config,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,43 +29,17 @@ from engine import filestore
 from engine.entries import DeleteMsgEntry, Entry, InboundMsg, PublishEntry, PurgeEntry
 from engine.filestore import FileStore
 from engine.memstore import MemoryStore
-from engine.store import StoredMsg
 from engine.stream import Stream
 
 SEGMENT_BYTES = 400  # a few messages a segment: entries straddle rotations and deletions
 
 
-class Crash(Exception):
-    """The process died here."""
-
-
-class DyingStore(FileStore):
+class DyingStore(CrashingStoreMixin, FileStore):
     """A file store whose process dies before its ``budget``-th write call."""
 
     def __init__(self, directory: Path, budget: int) -> None:
         super().__init__(directory, segment_bytes_max=SEGMENT_BYTES, meta_commits=True)
-        self.budget = budget
-
-    def _spend(self) -> None:
-        if self.budget == 0:
-            raise Crash
-        self.budget -= 1
-
-    def append(self, msg: StoredMsg) -> None:
-        self._spend()
-        super().append(msg)
-
-    def remove(self, seq: int, *, erase: bool = False) -> bool:
-        self._spend()
-        return super().remove(seq, erase=erase)
-
-    def remove_through(self, seq: int) -> None:
-        self._spend()
-        super().remove_through(seq)
-
-    def set_meta(self, meta: bytes) -> None:
-        self._spend()
-        super().set_meta(meta)
+        self.mutations_left = budget
 
 
 ENTRY = st.one_of(
@@ -132,7 +113,7 @@ def test_crash_then_replay_equals_the_replica_that_never_crashed(
                 if index % sync_every == 0:
                     store.sync()
                     acked = index
-        except Crash:
+        except StoreCrash:
             pass
         finally:
             filestore._fsync_observers.remove(observe)

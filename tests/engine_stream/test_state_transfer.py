@@ -21,7 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_stream_harness import CREATED_NS, T0_NS, Harness, S, hdr, make_config
+from engine_stream_harness import (
+    CREATED_NS,
+    T0_NS,
+    CrashingStoreMixin,
+    Harness,
+    S,
+    StoreCrash,
+    hdr,
+    make_config,
+)
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_stream_model import (
@@ -611,38 +620,8 @@ def test_store_with_an_interrupted_transfer_takes_only_its_resume_request() -> N
         TransferApplier(store, CatchupRequest.fresh())
 
 
-class _Crash(Exception):
-    pass
-
-
-class _CrashingStore(MemoryStore):
+class _CrashingStore(CrashingStoreMixin, MemoryStore):
     """A memory store that 'crashes' (raises, doing nothing) at its n-th mutation."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.mutations_left: int | None = None
-
-    def _mutate(self) -> None:
-        if self.mutations_left is not None:
-            if self.mutations_left == 0:
-                raise _Crash
-            self.mutations_left -= 1
-
-    def append(self, msg: StoredMsg) -> None:
-        self._mutate()
-        super().append(msg)
-
-    def remove(self, seq: int, *, erase: bool = False) -> bool:
-        self._mutate()
-        return super().remove(seq, erase=erase)
-
-    def remove_through(self, seq: int) -> None:
-        self._mutate()
-        super().remove_through(seq)
-
-    def set_meta(self, meta: bytes) -> None:
-        self._mutate()
-        super().set_meta(meta)
 
 
 def test_a_transfer_cut_at_any_store_operation_resumes_even_after_the_leader_moved() -> None:
@@ -665,7 +644,7 @@ def test_a_transfer_cut_at_any_store_operation_resumes_even_after_the_leader_mov
         store.mutations_left = cut
         try:
             transfer(leader, store, req, 120)
-        except _Crash:
+        except StoreCrash:
             pass
         else:
             break  # the cut fell after the last operation: every cut point has been tried
