@@ -593,7 +593,9 @@ class ClusterDB:
 
     async def healthy(self, name: str) -> bool:
         """jetraft: ``/healthz`` answers 200 (joined: a meta leader is known); nats-server:
-        ``$JS.API.INFO`` answers without an error."""
+        ``$JS.API.INFO`` answers without an error and its ``/jsz`` names a meta leader of a
+        cluster of every node — on the leader, with every other node current (an R3 create
+        right after an earlier readiness answered 10005: the meta layer did not know all peers)."""
         node = self._nodes[name]
         if not node.running or node.paused:
             return False
@@ -601,7 +603,24 @@ class ClusterDB:
             reply = await http_get(node.http_port, "/healthz")
             return reply is not None and reply[0] == 200
         info = await nats_request(self.client_url(name), "$JS.API.INFO")
-        return isinstance(info, dict) and "error" not in info
+        if not isinstance(info, dict) or "error" in info:
+            return False
+        return await self._nats_meta_ready(node.http_port, name)
+
+    async def _nats_meta_ready(self, http_port: int, name: str) -> bool:
+        reply = await http_get(http_port, "/jsz")
+        if reply is None or reply[0] != 200:
+            return False
+        try:
+            meta = json.loads(reply[1]).get("meta_cluster") or {}
+        except (ValueError, AttributeError):
+            return False
+        if not meta.get("leader") or meta.get("cluster_size") != len(self._nodes):
+            return False
+        if meta["leader"] != name:
+            return True
+        replicas = meta.get("replicas") or []
+        return len(replicas) == len(self._nodes) - 1 and all(r.get("current") for r in replicas)
 
     # --- monitoring --------------------------------------------------------------------------
     async def jsz(self, name: str) -> dict[str, Any] | None:

@@ -517,9 +517,6 @@ async def test_jetraft_cluster_under_faults(tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
-# flaky in CI: ClusterDB's readiness wait can pass before nats-server's meta layer knows all three
-# peers, so its R3 create answers 10005; runs with -m slow until the wait checks the peer count
-@pytest.mark.slow
 async def test_nats_server_cluster_start_kill_restart_stop(tmp_path: Path) -> None:
     if find_nats_server(PYTHON) is None:
         pytest.skip("nats-server is not installed")
