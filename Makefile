@@ -18,6 +18,11 @@ $(STAMP): pyproject.toml tests/js/package-lock.json | $(BIN)/python
 	   && [ "$$(id -u)" = 0 ]; then \
 	   (apt-get install -y -qq libfaketime || (apt-get update -qq && apt-get install -y -qq libfaketime)) \
 	   >/dev/null 2>&1 || echo "libfaketime not installed: the clock nemesis will be skipped"; fi
+	# Java 17 for PySpark (`jetraft analyze`, tests/spark), where no java is on PATH
+	if ! command -v java >/dev/null && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	   (apt-get install -y -qq openjdk-17-jre-headless \
+	    || (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless)) \
+	   >/dev/null 2>&1 || echo "Java 17 not installed: jetraft analyze and tests/spark need it"; fi
 	# nats.js for the client smoke test; the test skips where node/npm are absent
 	if command -v npm >/dev/null; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
 	touch $(STAMP)

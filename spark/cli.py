@@ -6,10 +6,15 @@ runs, and a missing PySpark or Java is a one-line message saying how to install 
 trace. The same job runs three ways:
 
 * ``jetraft analyze RUN`` — Spark in local mode on this machine (``--master local[*]``);
-* ``jetraft analyze --master spark://host:7077 RUN ...`` — on a running Spark cluster (its
-  executors need Python 3.11 with pydantic and sortedcontainers; the replay code is shipped);
-* ``spark-submit --master spark://host:7077 spark/cli.py RUN ...`` from the repository root
-  (the master is spark-submit's then; ``--py-files`` is not needed, the job ships its code).
+* ``jetraft analyze --master spark://host:7077 RUN ...`` — on a running Spark cluster: its
+  workers need Java 17 and, at the path ``$PYSPARK_PYTHON`` names, a Python 3.11 with jetraft
+  installed (``pip install 'jetraft[analysis]'``; the driver also ships its own ``protocol/``,
+  ``engine/`` and ``spark/`` so the replay runs the driver's code), and the run directories
+  must be at the same path on the driver and every worker (a shared file system: executors
+  read the files, the driver reads ``run.json`` and writes the report);
+* ``PYSPARK_PYTHON=... spark-submit --master spark://host:7077 .../spark/cli.py RUN ...``
+  from any directory (the master and settings are spark-submit's then; ``--py-files`` is not
+  needed). Without ``PYSPARK_PYTHON`` spark-submit runs the driver with ``python3`` from PATH.
 
 Must never: import pyspark at module import, or exit 0 when the analysis found something.
 """
@@ -94,6 +99,10 @@ def cli_main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # spark-submit runs this file as a script: make the repository's packages importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    # spark-submit runs this file as a script: the repository's packages must be importable,
+    # and this directory must not shadow top-level modules (spark/load.py as `load`)
+    here = Path(__file__).resolve().parent
+    if sys.path and Path(sys.path[0] or ".").resolve() == here:
+        del sys.path[0]
+    sys.path.insert(0, str(here.parent))
     sys.exit(cli_main())

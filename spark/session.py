@@ -1,11 +1,12 @@
 """The SparkSession every spark/ job runs on: local mode by default, any ``--master`` otherwise.
 
-``build_session("local[*]")`` starts Spark inside this process (Java 17 on PATH); a
-``spark://host:7077`` (or ``yarn``, ``k8s://...``) master runs the same job on a cluster, whose
-executors then need Python 3.11 with jetraft's runtime dependencies (pydantic, sortedcontainers)
-installed: the replay code itself (``protocol/``, ``engine/``, ``spark/``) is shipped to them as
-a zip by ``ship_code``. Under ``spark-submit`` the session the launcher configured is reused
-(``getOrCreate``), so ``--master`` there wins.
+``build_session("local[*]")`` starts Spark inside this process (Java 17 on PATH) and its
+Python workers with this interpreter; a ``spark://host:7077`` (or ``yarn``, ``k8s://...``)
+master runs the same job on a cluster, whose executors then run ``$PYSPARK_PYTHON`` (default
+``python3``): a Python 3.11 with jetraft's runtime dependencies (pydantic, sortedcontainers,
+msgpack) installed. The replay code itself (``protocol/``, ``engine/``, ``spark/``) is shipped
+to them as a zip by ``ship_code``. Under ``spark-submit`` the session the launcher configured
+is reused (``getOrCreate``), so ``--master`` there wins.
 
 Must never: open sockets itself (Spark does), or read anything but configuration and the
 source files it ships.
@@ -37,6 +38,7 @@ SHUFFLE_PARTITIONS: Final = "spark.sql.shuffle.partitions"
 # the packages a replay needs on an executor (spark/ imports engine/, engine/ imports protocol/)
 SHIPPED_PACKAGES: Final = ("protocol", "engine", "spark")
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
+PYSPARK_PYTHON: Final = "PYSPARK_PYTHON"  # the executors' Python (PySpark reads it at start)
 
 
 def is_local(master: str) -> bool:
@@ -60,7 +62,9 @@ def build_session(
     shows Spark's console progress bar.
 
     Local mode runs executors' Python workers with this interpreter (the venv that has
-    jetraft installed); the web UI is off unless ``conf`` turns it on."""
+    jetraft installed) unless ``$PYSPARK_PYTHON`` names another; elsewhere they run
+    ``$PYSPARK_PYTHON`` (default ``python3``), a path on the workers. The web UI is off unless
+    ``conf`` turns it on."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
@@ -85,9 +89,14 @@ def build_session(
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
-    # a local driver binds to 127.0.0.1 only; the env var silences Spark's hostname warning
     if local:
+        # a local driver binds to 127.0.0.1 only; the env var silences Spark's hostname warning
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # PySpark starts its Python workers with $PYSPARK_PYTHON, else `python3` from PATH (the
+        # spark.pyspark.python setting reaches only spark-submit's driver): without this, the
+        # workers run some other interpreter that may lack jetraft and its dependencies, and
+        # the replay finds `engine` only when the working directory is the repository
+        os.environ.setdefault(PYSPARK_PYTHON, sys.executable)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(LOG_LEVEL)
     actual = session.sparkContext.master or ""

@@ -70,6 +70,7 @@ collect raw rows to the driver (only aggregates, bounded examples, fault windows
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
@@ -703,7 +704,7 @@ def breakdowns(judged: DataFrame) -> dict[str, list[dict[str, Any]]]:
 
 def staleness_timeline(judged: DataFrame, history: DataFrame) -> DataFrame:
     """``ok`` reads and stale reads per (run, kind, time bucket); t_s = bucket start in seconds
-    from the run's first history op. About TIMELINE_BUCKETS buckets per run."""
+    from the run's first history op. About TIMELINE_BUCKETS buckets per run; unordered."""
     ok = judged.filter(F.col("outcome") == "ok")
     b = F.floor((F.col("invoke_ns") - F.col("_t0")) / F.col("_bucket"))
     return (
@@ -717,7 +718,6 @@ def staleness_timeline(judged: DataFrame, history: DataFrame) -> DataFrame:
             "reads",
             "stale",
         )
-        .orderBy("run", "kind", "t_s")
     )
 
 
@@ -732,7 +732,8 @@ def _buckets(history: DataFrame) -> DataFrame:
 
 def apply_lag_timeline(lags: DataFrame, history: DataFrame) -> DataFrame:
     """Apply lag per (run, node, time bucket): mean_ms and max_ms, t_s as in the staleness
-    timeline (an index's first application time against the run's first history op)."""
+    timeline (an index's first application time against the run's first history op);
+    unordered."""
     b = F.floor((F.col("first_ns") - F.col("_t0")) / F.col("_bucket"))
     return (
         lags.join(F.broadcast(_buckets(history)), "run")
@@ -745,12 +746,39 @@ def apply_lag_timeline(lags: DataFrame, history: DataFrame) -> DataFrame:
             "mean_ms",
             "max_ms",
         )
-        .orderBy("run", "node", "t_s")
     )
 
 
-def _rows(df: DataFrame) -> list[dict[str, Any]]:
-    return [{k: _num(v) for k, v in r.asDict().items()} for r in df.collect()]
+def _sort_key(value: Any) -> tuple[int, Any]:
+    return (0, 0) if value is None else (1, value)  # nulls first, as Spark's ascending order
+
+
+def collect_frames(
+    frames: dict[str, tuple[DataFrame, Sequence[str]]],
+) -> dict[str, list[dict[str, Any]]]:
+    """Small aggregated frames to the driver in ONE Spark job (each a job of its own costs a
+    few hundred ms of planning and scheduling however few its rows): ``{name: (frame, order)}``
+    -> ``{name: rows as dicts, sorted by the ``order`` columns ascending, nulls first}``."""
+    parts = [
+        df.select(
+            F.lit(name).alias("_frame"),
+            F.to_json(
+                F.struct(*[F.col(c) for c in df.columns]), {"ignoreNullFields": "false"}
+            ).alias("_row"),
+        )
+        for name, (df, _order) in frames.items()
+    ]
+    out: dict[str, list[dict[str, Any]]] = {name: [] for name in frames}
+    if not parts:
+        return out
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    for r in union.collect():
+        out[r["_frame"]].append({k: _num(v) for k, v in json.loads(r["_row"]).items()})
+    for name, (_df, order) in frames.items():
+        out[name].sort(key=lambda row: tuple(_sort_key(row[c]) for c in order))
+    return out
 
 
 def judge_runs(history: DataFrame, leaders: DataFrame, log: DataFrame | None = None) -> DataFrame:
@@ -849,23 +877,24 @@ def _frames(
     stale = judged.filter(F.col("stale"))
     served = F.coalesce(F.col("served_by"), F.lit(UNKNOWN)).alias("served_by")
     ms_bin = (F.floor(F.col("lag_ms") / LAG_MS_BIN) * LAG_MS_BIN).alias("lag_ms")
-    frames = {
-        "staleness_timeline": _rows(staleness_timeline(judged, history)),
-        "fault_windows": _rows(win.orderBy("run", "start_index")),
-        "lag_seqs_counts": _rows(
-            stale.groupBy("kind", served, "lag_seqs")
-            .count()
-            .orderBy("kind", "served_by", "lag_seqs")
+    parts: dict[str, tuple[DataFrame, Sequence[str]]] = {
+        "staleness_timeline": (staleness_timeline(judged, history), ("run", "kind", "t_s")),
+        "fault_windows": (win, ("run", "start_index")),
+        "lag_seqs_counts": (
+            stale.groupBy("kind", served, "lag_seqs").count(),
+            ("kind", "served_by", "lag_seqs"),
         ),
-        "lag_ms_counts": _rows(
-            stale.groupBy("kind", served, ms_bin)
-            .agg(F.lit(LAG_MS_BIN).alias("bin_ms"), F.count(F.lit(1)).alias("count"))
-            .orderBy("kind", "served_by", "lag_ms")
+        "lag_ms_counts": (
+            stale.groupBy("kind", served, ms_bin).agg(
+                F.lit(LAG_MS_BIN).alias("bin_ms"), F.count(F.lit(1)).alias("count")
+            ),
+            ("kind", "served_by", "lag_ms"),
         ),
-        "apply_lag_timeline": [],
     }
     if lags is not None:
-        frames["apply_lag_timeline"] = _rows(apply_lag_timeline(lags, history))
+        parts["apply_lag_timeline"] = (apply_lag_timeline(lags, history), ("run", "node", "t_s"))
+    frames = collect_frames(parts)
+    frames.setdefault("apply_lag_timeline", [])
     return frames
 
 

@@ -60,3 +60,26 @@ def test_only_cluster_imports_pysyncobj() -> None:
         if "pysyncobj" in _imports(path)
     ]
     assert offenders == []
+
+
+# spark/ replays logs through the sans-I/O layers; it reads run directories, never talks to a
+# cluster or the chaos harness, and needs no sockets or event loop of its own (Spark has them)
+SPARK_MAY_IMPORT = {"protocol", "engine", "spark"}
+PROJECT_PACKAGES = {*LAYER_ORDER, "jepsen_like", "spark", "bench", "tests"}
+SPARK_FORBIDDEN = {"asyncio", "socket", "selectors", "uvloop", "nats"}
+
+
+def test_spark_imports_only_the_sans_io_layers() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in _files("spark")
+        for name in _imports(path) & ((PROJECT_PACKAGES - SPARK_MAY_IMPORT) | SPARK_FORBIDDEN)
+    ]
+    assert offenders == []
+
+
+def test_the_chaos_harness_does_not_import_spark() -> None:
+    # the layers below are covered by test_nothing_imports_upward; `jetraft analyze` registers
+    # through an entry point, and pyspark is an optional dependency the harness must not need
+    offenders = [str(p.relative_to(ROOT)) for p in _files("jepsen_like") if "spark" in _imports(p)]
+    assert offenders == []

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from spark.load import LoadError, discover_run, explain_line, load_runs, recover_glued
+from spark.load import (
+    MAX_ERRORS_SHOWN,
+    LoadError,
+    discover_run,
+    explain_line,
+    load_runs,
+    recover_glued,
+)
 from tests.spark.conftest import RunBuilder, ns, publish_entry
 
 
@@ -66,12 +73,15 @@ def test_two_runs_load_with_their_lines_and_values(spark: SparkSession, tmp_path
     loaded.unpersist()
 
 
+SPLIT_OPS = 120  # history lines of ~150 bytes: 4 blocks of 4 KiB
+
+
 def test_line_numbers_hold_when_spark_splits_a_file(spark: SparkSession, tmp_path: Path) -> None:
     b = RunBuilder(tmp_path / "big", ["n1"])
-    for i in range(300):
+    for i in range(SPLIT_OPS):
         b.op(i, i % 4, "n1", "invoke", "publish", stream="S", id=f"m{i}", subject="s.x")
     run = b.write()
-    assert (run / "history.jsonl").stat().st_size > 8 * 4096
+    assert (run / "history.jsonl").stat().st_size > 3 * 4096  # a first, middle and last block
     old = spark.conf.get("spark.sql.files.maxPartitionBytes")
     spark.conf.set("spark.sql.files.maxPartitionBytes", "4096")
     try:
@@ -80,7 +90,7 @@ def test_line_numbers_hold_when_spark_splits_a_file(spark: SparkSession, tmp_pat
         assert loaded.history.rdd.getNumPartitions() > 1
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", old or "128m")
-    assert sorted((r["line"], r["index"]) for r in rows) == [(i + 1, i) for i in range(300)]
+    assert sorted((r["line"], r["index"]) for r in rows) == [(i + 1, i) for i in range(SPLIT_OPS)]
 
 
 def test_torn_last_lines_are_dropped_and_glued_rows_recovered(
@@ -106,56 +116,82 @@ def test_torn_last_lines_are_dropped_and_glued_rows_recovered(
     assert [r["line"] for r in n1] == list(range(1, len(lines)))
 
 
-@pytest.mark.parametrize(
-    ("file", "line", "bad", "reason"),
-    [
-        ("history.jsonl", 2, "not json at all", "not JSON"),
-        (
-            "history.jsonl",
-            1,
-            '{"index": "x", "time_ns": 1, "process": 1, "type": "ok", "f": "a"}',
-            "'index' is not an integer",
-        ),
-        (
-            "history.jsonl",
-            3,
-            '{"index": 1, "time_ns": 1, "process": 1, "type": "done", "f": "a"}',
-            "'type' 'done'",
-        ),
-        (
-            "history.jsonl",
-            2,
-            '{"index": 1, "time_ns": 1, "process": 1, "type": "ok", "f": "publish", '
-            '"value": {"seq": "7"}}',
-            "'value.seq' is not an integer",
-        ),
-        (
-            "nodes/n2/log.jsonl",
-            2,
-            '{"node": "n2", "stream": "S", "index": 1, "op": "entry"}',
-            "without 'entry'",
-        ),
-        (
-            "nodes/n2/log.jsonl",
-            1,
-            '{"node": "n2", "stream": "S", "index": 1, "op": "frob"}',
-            "'op' 'frob'",
-        ),
-        ("leaders.jsonl", 1, "[1, 2]", "not a JSON object"),
-    ],
-)
+# (file, line, bad text, what the error must say): each planted in a run of its own
+BAD_LINES = [
+    ("history.jsonl", 2, "not json at all", "not JSON"),
+    (
+        "history.jsonl",
+        1,
+        '{"index": "x", "time_ns": 1, "process": 1, "type": "ok", "f": "a"}',
+        "'index' is not an integer",
+    ),
+    (
+        "history.jsonl",
+        3,
+        '{"index": 1, "time_ns": 1, "process": 1, "type": "done", "f": "a"}',
+        "'type' 'done'",
+    ),
+    (
+        "history.jsonl",
+        2,
+        '{"index": 1, "time_ns": 1, "process": 1, "type": "ok", "f": "publish", '
+        '"value": {"seq": "7"}}',
+        "'value.seq' is not an integer",
+    ),
+    (
+        "nodes/n2/log.jsonl",
+        2,
+        '{"node": "n2", "stream": "S", "index": 1, "op": "entry"}',
+        "without 'entry'",
+    ),
+    (
+        "nodes/n2/log.jsonl",
+        1,
+        '{"node": "n2", "stream": "S", "index": 1, "op": "frob"}',
+        "'op' 'frob'",
+    ),
+    ("leaders.jsonl", 1, "[1, 2]", "not a JSON object"),
+]
+
+
+@pytest.fixture(scope="module")
+def bad_line_errors(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> dict[int, tuple[Path, str]]:
+    """Each BAD_LINES case's corrupted file and the LoadError message it appears in: the runs
+    are loaded a few at a time (as many as one error message lists in full), so every bad line
+    must be found and named even beside others."""
+    root = tmp_path_factory.mktemp("bad")
+    out: dict[int, tuple[Path, str]] = {}
+    cases = list(enumerate(BAD_LINES))
+    for start in range(0, len(cases), MAX_ERRORS_SHOWN):
+        group = cases[start : start + MAX_ERRORS_SHOWN]
+        paths: dict[int, Path] = {}
+        runs: list[Path] = []
+        for case, (file, line, bad, _reason) in group:
+            run = small_run(root / f"bad{case}").write()
+            path = run / file
+            lines = path.read_text().splitlines()
+            lines[line - 1] = bad
+            path.write_text("\n".join(lines) + "\n")
+            paths[case] = path
+            runs.append(run)
+        with pytest.raises(LoadError) as info:
+            load_runs(spark, runs)
+        message = str(info.value)
+        assert message.count("\n  ") == len(group), message  # one error line per bad line
+        out.update({case: (path, message) for case, path in paths.items()})
+    return out
+
+
+@pytest.mark.parametrize("case", range(len(BAD_LINES)), ids=[c[-1] for c in BAD_LINES])
 def test_a_bad_line_is_an_error_naming_file_and_line(
-    spark: SparkSession, tmp_path: Path, file: str, line: int, bad: str, reason: str
+    bad_line_errors: dict[int, tuple[Path, str]], case: int
 ) -> None:
-    run = small_run(tmp_path / "bad").write()
-    path = run / file
-    lines = path.read_text().splitlines()
-    lines[line - 1] = bad
-    path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(LoadError) as info:
-        load_runs(spark, [run])
-    message = str(info.value)
-    assert f"{path.resolve()}:{line}: " in message and reason in message, message
+    _file, line, _bad, reason = BAD_LINES[case]
+    path, message = bad_line_errors[case]
+    named = [e for e in message.splitlines() if e.strip().startswith(f"{path.resolve()}:{line}: ")]
+    assert len(named) == 1 and reason in named[0], message
 
 
 def test_missing_or_bad_run_files_are_clear_errors(tmp_path: Path) -> None:

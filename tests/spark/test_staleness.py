@@ -3,7 +3,8 @@
 The planted run: stream S on n1 (leader), n2, n3. A Direct Get served by follower n2 during a
 partition misses two acknowledged writes to its subject (lag 2 seqs, 150 ms); a MSG.GET misses
 an acknowledged seq (a violation); an expired message explains a not_found; an info write is
-owed to nobody; the other reads are fresh.
+owed to nobody; the other reads are fresh. A second run judged with it has a not_found read
+whose owed write was expired without any logged removal: stale.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from spark.report import write_report
 from spark.staleness import (
@@ -49,12 +51,22 @@ class History:
     """Ops appended in real-time order; ``index`` is the position, as in history.jsonl."""
 
     rows: list[tuple[Any, ...]] = field(default_factory=list)
+    run: str = RUN
 
     def op(
         self, t_ms: float, process: int | str, node: str | None, type_: str, f: str, **value: Any
     ) -> int:
         index = len(self.rows)
-        row = (RUN, index, T0_NS + int(t_ms * MS), str(process), node, type_, f, json.dumps(value))
+        row = (
+            self.run,
+            index,
+            T0_NS + int(t_ms * MS),
+            str(process),
+            node,
+            type_,
+            f,
+            json.dumps(value),
+        )
         self.rows.append(row)
         return index
 
@@ -212,26 +224,48 @@ def small_data_conf(spark: SparkSession) -> Iterator[None]:
             spark.conf.set(key, old)
 
 
+# a second run judged beside the planted one (runs never mix: every window is per run)
+UNEXPLAINED_RUN = "r-unexplained"
+
+
+def unexplained(h: History) -> None:
+    """A not_found read of a subject whose acknowledged messages (a batch: seqs 7 and 8) were
+    expired, but no node logged a removal (the log has no rows for this run)."""
+    batch = {"stream": "S", "batch": "b1", "ids": ["m7", "m8"], "subject": "s.e"}
+    h.op(3600, 0, "n1", "invoke", "batch", **batch)
+    h.op(3610, 0, "n1", "ok", "batch", **batch, seq=8, count=2, seqs=[7, 8])
+    read(h, 6000, 6010, "direct_get", 1, {"last_by_subj": "s.e"}, "n2", not_found=True)
+
+
 @dataclass
 class Planted:
     at: dict[str, int]
-    rows: dict[int, dict[str, Any]]  # judged reads by invoke index
-    results: dict[str, Any]
+    rows: dict[int, dict[str, Any]]  # judged reads of the planted run by invoke index
+    results: dict[str, Any]  # of the planted run alone
     frames: dict[str, list[dict[str, Any]]]
+    unexplained: list[dict[str, Any]]  # judged reads of UNEXPLAINED_RUN
 
 
 @pytest.fixture(scope="module")
 def planted_run(spark: SparkSession) -> Planted:
-    h = History()
+    h, other = History(), History(run=UNEXPLAINED_RUN)
     at = planted(h)
-    history = h.frame(spark).cache()
+    unexplained(other)
+    history = spark.createDataFrame(h.rows + other.rows, HISTORY_SCHEMA).cache()
     log = expire_log(spark)
     judged = judge_runs(history, leaders(spark), log).cache()
-    rows = {r["invoke_index"]: r.asDict() for r in judged.collect()}
-    results, frames = summarize(judged, history, log)
+    rows = [r.asDict() for r in judged.collect()]
+    mine = F.col("run") == RUN
+    results, frames = summarize(judged.filter(mine), history.filter(mine), log)
     judged.unpersist()
     history.unpersist()
-    return Planted(at, rows, results, frames)
+    return Planted(
+        at,
+        {r["invoke_index"]: r for r in rows if r["run"] == RUN},
+        results,
+        frames,
+        [r for r in rows if r["run"] == UNEXPLAINED_RUN],
+    )
 
 
 def test_judge_finds_exactly_the_planted_stale_reads(planted_run: Planted) -> None:
@@ -318,13 +352,8 @@ def test_analyze_reports_the_planted_numbers(planted_run: Planted) -> None:
     assert {r["node"] for r in frames["apply_lag_timeline"]} == {"n1", "n2", "n3"}
 
 
-def test_without_removal_rows_the_expired_read_counts_as_stale(spark: SparkSession) -> None:
-    h = History()
-    batch = {"stream": "S", "batch": "b1", "ids": ["m7", "m8"], "subject": "s.e"}
-    h.op(3600, 0, "n1", "invoke", "batch", **batch)
-    h.op(3610, 0, "n1", "ok", "batch", **batch, seq=8, count=2, seqs=[7, 8])
-    read(h, 6000, 6010, "direct_get", 1, {"last_by_subj": "s.e"}, "n2", not_found=True)
-    [row] = judge_runs(h.frame(spark), leaders(spark)).collect()
+def test_without_removal_rows_the_expired_read_counts_as_stale(planted_run: Planted) -> None:
+    [row] = planted_run.unexplained
     # no removal is known: not_found lacked both acked writes of the subject (seqs 7 and 8)
     assert (row["stale"], row["expected_seq"], row["lag_seqs"]) == (True, 8, 2)
     assert row["lag_ms"] == pytest.approx(6000 - 3610)
