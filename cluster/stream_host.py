@@ -163,6 +163,16 @@ class StreamHost:
     def config(self) -> StreamConfig:
         return self.stream.config
 
+    @property
+    def is_leader(self) -> bool:
+        """Whether this host may propose (a replica: its Raft group's leader)."""
+        return True
+
+    @property
+    def caught_up(self) -> bool:
+        """Whether this host may serve reads (a replica: close enough to its leader)."""
+        return True
+
     # --- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._commit_loop())

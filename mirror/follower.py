@@ -67,8 +67,6 @@ class MirrorFollower(StreamAttachment):
         self.upstream_last_seq = 0
         self.position = 0  # the highest upstream seq known to be covered (stored or nothing live)
         self.last_contact_ns = 0
-        self.fetches = 0
-        self.msgs_fetched = 0
         self._direct_subs: list[Any] = []
         self._closing = False
         self._inbox = f"{_INBOX_PREFIX}{secrets.token_hex(6)}"
@@ -124,10 +122,7 @@ class MirrorFollower(StreamAttachment):
         return max(0, stream.mirror_upstream_last_seq - covered)
 
     def _may_propose(self) -> bool:
-        return bool(getattr(self.host, "is_leader", True)) and not self.host.offline
-
-    def _replica_caught_up(self) -> bool:
-        return bool(getattr(self.host, "caught_up", True))
+        return self.host.is_leader and not self.host.offline
 
     # --- following ----------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -175,7 +170,6 @@ class MirrorFollower(StreamAttachment):
         if hdr and hdr.startswith(b"NATS/1.0 ") and not data:
             raise FetchError(hdr.split(b"\r\n", 1)[0][9:].decode(errors="replace"))
         reply = decode_reply(data)
-        self.fetches += 1
         self.last_contact_ns = time.time_ns()
         self.upstream_last_seq = reply.last_seq
         fresh = tuple(
@@ -186,7 +180,6 @@ class MirrorFollower(StreamAttachment):
         covered = reply.last_seq if reply.complete else 0
         if fresh:
             await self.host.propose(MirrorEntry(time.time_ns(), fresh, reply.last_seq, covered))
-            self.msgs_fetched += len(fresh)
             return True
         if reply.complete:
             # nothing live (or matching) above ``start`` upstream: covered through its last seq
@@ -227,7 +220,7 @@ class MirrorFollower(StreamAttachment):
         want = (
             self.host.config.mirror_direct
             and not self._closing
-            and self._replica_caught_up()
+            and self.host.caught_up
             and self.pending < MIRROR_DIRECT_CAUGHT_UP_PENDING
             # a replica that has not heard of the upstream yet knows nothing of its lag
             and (self.last_contact_ns > 0 or self.host.stream.mirror_upstream_last_seq > 0)
