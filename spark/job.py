@@ -28,6 +28,17 @@ if TYPE_CHECKING:
 
     from spark.load import Loaded
 
+# the writes stage's findings (spark/writes.py), as report.json and the verdict name them
+WRITE_CHECKS: Final = (
+    "lost",
+    "ack_mismatch",
+    "phantom",
+    "duplicate",
+    "batches",
+    "premature_expiry",
+    "served_after_expiry",
+)
+
 EXIT_OK: Final = 0
 EXIT_FINDINGS: Final = 1
 EXIT_ERROR: Final = 2
@@ -173,18 +184,7 @@ def verdict(
         "split_brain": int(agreement["split_brain"]["diverging_indexes"]),
         "entry_divergence": int(agreement["entry_divergence"]["count"]),
         "lone_entry": int(agreement["lone_entries"]["count"]),
-        **{
-            key: int(writes[key]["count"])
-            for key in (
-                "lost",
-                "ack_mismatch",
-                "phantom",
-                "duplicate",
-                "batches",
-                "premature_expiry",
-                "served_after_expiry",
-            )
-        },
+        **{key: int(writes[key]["count"]) for key in WRITE_CHECKS},
         "stale_msg_get": int(stale.get("msg_get_violations", {}).get("count", 0)),
     }
     total = sum(counts.values())

@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark import cli, job
-from spark.job import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, default_out_dir
+from spark.job import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, WRITE_CHECKS, default_out_dir
 from tests.spark.conftest import tiny_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,17 +63,6 @@ def test_default_report_directories(tmp_path: Path) -> None:
     assert default_out_dir([tmp_path / "a"]) == (tmp_path / "a" / "analysis").resolve()
     both = [tmp_path / "c" / "x", tmp_path / "c" / "y" / "z"]
     assert default_out_dir(both) == (tmp_path / "c" / "analysis").resolve()
-
-
-WRITE_CHECKS = (
-    "lost",
-    "ack_mismatch",
-    "phantom",
-    "duplicate",
-    "batches",
-    "premature_expiry",
-    "served_after_expiry",
-)
 
 
 def fake_analysis(monkeypatch: pytest.MonkeyPatch, by_check: dict[str, int]) -> dict[str, Any]:

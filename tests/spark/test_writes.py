@@ -28,6 +28,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from engine.entries import ExpireEntry, encode_entry
+from spark.job import WRITE_CHECKS
 from spark.load import load_runs
 from spark.writes import analyze_writes, entry_ts_ns, entry_type, ttl_seconds
 from tests.spark.conftest import RunBuilder, ns
@@ -165,17 +166,6 @@ def clock_skewed_k(root: Path) -> Path:
     return b.write()
 
 
-CHECKS = (
-    "lost",
-    "ack_mismatch",
-    "phantom",
-    "duplicate",
-    "batches",
-    "premature_expiry",
-    "served_after_expiry",
-)
-
-
 @pytest.fixture(scope="module")
 def results(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("writes")
@@ -269,11 +259,11 @@ def test_reads_served_after_the_serving_node_expired_the_message(results: dict[s
 
 
 def test_the_clean_run_has_no_finding(results: dict[str, Any]) -> None:
-    for check in CHECKS:
+    for check in WRITE_CHECKS:
         assert _by_run(results, check, results["c"]) == [], check
     # every count is accounted for by run W's examples above (fewer than MAX_EXAMPLES each)
     assert results["res"]["findings"] == 2 + 3 + 3 + 1 + 5 + 3 + 2
-    for check in CHECKS:
+    for check in WRITE_CHECKS:
         examples = results["res"][check]["examples"]
         assert results["res"][check]["count"] == len(examples), check
         assert {e["run"] for e in examples} <= {results["w"]}, check
@@ -290,7 +280,7 @@ def test_a_clock_skewed_run_is_not_judged_for_served_after_expiry(
     results: dict[str, Any],
 ) -> None:
     assert results["res"]["served_after_expiry"]["skipped_runs"] == [results["k"]]
-    for check in CHECKS:  # K's read after the expiry is no finding of any kind
+    for check in WRITE_CHECKS:  # K's read after the expiry is no finding of any kind
         assert _by_run(results, check, results["k"]) == [], check
     outcomes = {
         (r["run"], r["f"], r["outcome"]): r["count"] for r in results["frames"]["write_outcomes"]
