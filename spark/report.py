@@ -183,19 +183,43 @@ def _run_axes(fig: Figure, runs: Sequence[str]) -> list[Axes]:
     return [row[0] for row in axes]
 
 
-def plot_staleness(timeline: Sequence[Record], windows: Sequence[Record]) -> bytes:
-    """Per run: the share of reads that were stale in each time bucket (%), Direct Get and
-    MSG.GET, with fault windows shaded."""
-    runs = _runs(timeline, windows)
+def _run_panels(
+    timeline: Sequence[Record], windows: Sequence[Record], runs: Sequence[str], empty: str
+) -> tuple[Figure, list[tuple[Axes, str, list[Record]]]]:
+    """A figure with one panel per run (at most MAX_PLOT_RUNS), fault windows shaded; the
+    panels that have points, with them (the others say ``empty``)."""
     shown = runs[:MAX_PLOT_RUNS] or [""]
     fig = Figure(figsize=(PLOT_WIDTH_IN, RUN_PANEL_HEIGHT_IN * len(shown) + 0.6))
     colors = _fault_colors(windows)
+    panels: list[tuple[Axes, str, list[Record]]] = []
     for ax, run in zip(_run_axes(fig, runs), shown, strict=True):
         points = [p for p in timeline if p.get("run") == run]
         if not points:
-            _empty(ax, "no reads recorded")
+            _empty(ax, empty)
             continue
         _shade(ax, (w for w in windows if w.get("run") == run), colors)
+        panels.append((ax, run, points))
+    return fig, panels
+
+
+def _finish_panel(ax: Axes, run: str) -> None:
+    ax.set_title(f"run {_short(run)}", fontsize=9, loc="left")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper right")
+
+
+def _finish_run_figure(fig: Figure, title: str) -> bytes:
+    fig.axes[-1].set_xlabel("time since the run's first operation (s)")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def plot_staleness(timeline: Sequence[Record], windows: Sequence[Record]) -> bytes:
+    """Per run: the share of reads that were stale in each time bucket (%), Direct Get and
+    MSG.GET, with fault windows shaded."""
+    fig, panels = _run_panels(timeline, windows, _runs(timeline, windows), "no reads recorded")
+    for ax, run, points in panels:
         for kind, (color, label) in KIND_STYLE.items():
             pts = sorted((p for p in points if p.get("kind") == kind), key=lambda p: p["t_s"])
             if not pts:
@@ -215,13 +239,8 @@ def plot_staleness(timeline: Sequence[Record], windows: Sequence[Record]) -> byt
         ax.set_ylabel("stale reads (%)")
         rates = [100.0 * (p["stale"] or 0) / p["reads"] for p in points if p["reads"]]
         _headroom(ax, max(rates, default=0.0))
-        ax.set_title(f"run {_short(run)}", fontsize=9, loc="left")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="upper right")
-    fig.axes[-1].set_xlabel("time since the run's first operation (s)")
-    fig.suptitle("Stale reads over time (shaded: fault windows)")
-    fig.tight_layout()
-    return _png(fig)
+        _finish_panel(ax, run)
+    return _finish_run_figure(fig, "Stale reads over time (shaded: fault windows)")
 
 
 def plot_lag_histograms(seqs: Sequence[Record], ms: Sequence[Record]) -> bytes:
@@ -282,16 +301,9 @@ def _bar_width(rows: Sequence[Record], key: str) -> float:
 def plot_apply_lag(timeline: Sequence[Record], windows: Sequence[Record]) -> bytes:
     """Per run: each node's worst apply lag (ms behind the first node to apply the same
     index) in each time bucket, with fault windows shaded."""
-    runs = _runs(timeline)
-    shown = runs[:MAX_PLOT_RUNS] or [""]
-    fig = Figure(figsize=(PLOT_WIDTH_IN, RUN_PANEL_HEIGHT_IN * len(shown) + 0.6))
-    colors = _fault_colors(windows)
-    for ax, run in zip(_run_axes(fig, runs), shown, strict=True):
-        points = [p for p in timeline if p.get("run") == run]
-        if not points:
-            _empty(ax, "no replica log rows (apply lag needs nodes/*/log.jsonl)")
-            continue
-        _shade(ax, (w for w in windows if w.get("run") == run), colors)
+    empty = "no replica log rows (apply lag needs nodes/*/log.jsonl)"
+    fig, panels = _run_panels(timeline, windows, _runs(timeline), empty)
+    for ax, run, points in panels:
         by_node: dict[str, list[Record]] = defaultdict(list)
         for p in points:
             by_node[str(p.get("node"))].append(p)
@@ -305,13 +317,10 @@ def plot_apply_lag(timeline: Sequence[Record], windows: Sequence[Record]) -> byt
             )
         ax.set_ylabel("apply lag, max (ms)")
         _headroom(ax, max(float(p["max_ms"] or 0) for p in points))
-        ax.set_title(f"run {_short(run)}", fontsize=9, loc="left")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="upper right")
-    fig.axes[-1].set_xlabel("time since the run's first operation (s)")
-    fig.suptitle("Apply lag per node: behind the first replica to apply each entry")
-    fig.tight_layout()
-    return _png(fig)
+        _finish_panel(ax, run)
+    return _finish_run_figure(
+        fig, "Apply lag per node: behind the first replica to apply each entry"
+    )
 
 
 def render_plots(frames: Mapping[str, Sequence[Record]]) -> dict[str, bytes]:
