@@ -18,10 +18,18 @@ from typing import Any
 from cluster import sync_ledger
 from cluster.apply_log import DEFAULT_NAME as DEFAULT_APPLY_LOG
 from cluster.batching import BatchConfigError, batch_limits_from_config
-from cluster.config_file import ConfigError, parse_config
+from cluster.config_file import ConfigError, ConfMap, parse_config
+from cluster.config_schema import check_config
 from cluster.local_cluster import add_cluster_parser, run_cluster_command
+from cluster.security_config import (
+    TLSConfig,
+    client_auth_from,
+    route_auth_from,
+    seconds,
+    tls_from,
+)
 from cluster.server import Server, ServerOptions
-from protocol.timefmt import parse_go_duration
+from protocol.auth_config import ClientAuthConfig, UserEntry
 
 
 def _server_parser(sub: Any) -> None:
@@ -34,6 +42,16 @@ def _server_parser(sub: Any) -> None:
     p.add_argument("-m", "--http_port", type=int, help="monitoring HTTP port")
     p.add_argument("-js", "--jetstream", action="store_true", help="accepted; always on")
     p.add_argument("-D", "--debug", action="store_true", help="debug logging")
+    p.add_argument("-P", "--pid", dest="pid_file", help="write the process id to this file")
+    p.add_argument("--user", help="user required for client connections")
+    p.add_argument("--pass", dest="password", help="password required for client connections")
+    p.add_argument("--auth", help="authorization token required for client connections")
+    p.add_argument("--tls", action="store_true", help="enable TLS for clients (needs cert/key)")
+    p.add_argument("--tlscert", help="server certificate file")
+    p.add_argument("--tlskey", help="private key for the server certificate")
+    p.add_argument("--tlscacert", help="client certificate CA for verification")
+    p.add_argument("--tlsverify", action="store_true", help="require and verify client certs")
+    p.add_argument("-ms", "--https_port", type=int, help="monitoring HTTPS port (needs TLS)")
     p.add_argument("--cluster_name", help="cluster name")
     p.add_argument("--cluster", help="cluster URL to listen on for routes, nats://host:port")
     p.add_argument("--routes", help="comma-separated route URLs (nats://host:port,...)")
@@ -111,35 +129,94 @@ GC_THRESHOLDS = (50_000, 20, 20)  # CPython defaults (700, 10, 10) collect ~70x 
 
 
 def _seconds(value: object) -> float:
-    """nats-server takes an integer (seconds) or a Go duration string."""
-    if isinstance(value, int):
-        return float(value)
     try:
-        return parse_go_duration(str(value)) / 1e9
-    except ValueError as exc:
-        raise SystemExit(f"jetraft: invalid duration {value!r}: {exc}") from exc
+        return seconds(value)
+    except ConfigError as exc:
+        raise SystemExit(f"jetraft: {exc}") from exc
+
+
+def _read_config(path: str | None) -> ConfMap:
+    if not path:
+        return ConfMap()
+    try:
+        conf = parse_config(Path(path).read_text())
+        check_config(conf)
+    except (OSError, ConfigError) as exc:
+        raise SystemExit(f"jetraft: {path}: {exc}") from exc
+    return conf
+
+
+def _int_option(conf: ConfMap, key: str, minimum: int = 0) -> int | None:
+    if key not in conf:
+        return None
+    value = conf[key]
+    if type(value) is not int or value < minimum:
+        raise SystemExit(
+            f"jetraft: config line {conf.line_of(key)}: {key} must be an integer >= {minimum}, "
+            f"not {value!r}"
+        )
+    return value
+
+
+def _bool_option(conf: ConfMap, key: str) -> bool | None:
+    if key not in conf:
+        return None
+    value = conf[key]
+    if not isinstance(value, bool):
+        raise SystemExit(f"jetraft: config line {conf.line_of(key)}: {key} must be true or false")
+    return value
+
+
+def _jetstream_block(conf: ConfMap) -> ConfMap:
+    js = conf.get("jetstream")
+    if js is None or js is True or (isinstance(js, str) and js.lower() == "enabled"):
+        return ConfMap()
+    if isinstance(js, ConfMap):
+        enabled = js.get("enabled", True)
+        if enabled is not True:
+            raise SystemExit(
+                f"jetraft: config line {js.line_of('enabled')}: jetstream enabled: {enabled!r} "
+                "is not supported: jetraft always runs JetStream"
+            )
+        return js
+    raise SystemExit(
+        f"jetraft: config line {conf.line_of('jetstream')}: jetstream: {js!r} is not supported: "
+        "jetraft always runs JetStream"
+    )
 
 
 def options_from(args: argparse.Namespace) -> ServerOptions:
-    conf: dict[str, Any] = {}
-    if args.config:
-        try:
-            conf = parse_config(Path(args.config).read_text())
-        except (OSError, ConfigError) as exc:
-            raise SystemExit(f"jetraft: {exc}") from exc
-    js = conf.get("jetstream") if isinstance(conf.get("jetstream"), dict) else {}
-    assert isinstance(js, dict)
+    conf = _read_config(args.config)
+    js = _jetstream_block(conf)
     listen = str(conf.get("listen", ""))
     conf_host = (
         conf.get("host") or conf.get("net") or (listen.rsplit(":", 1)[0] if listen else None)
     )
     conf_port = conf.get("port") or (int(listen.rsplit(":", 1)[1]) if ":" in listen else None)
+    http_port = _int_option(conf, "http_port")
+    if http_port is None:
+        http_port = _int_option(conf, "monitor_port")
+    http_host = ""
+    if "http" in conf:  # nats-server's `http: [host:]port`
+        http_host, _, http_port_text = str(conf["http"]).rpartition(":")
+        if not http_port_text.isdigit():
+            raise SystemExit(
+                f"jetraft: config line {conf.line_of('http')}: http must be [host:]port"
+            )
+        http_port = int(http_port_text)
     opts = ServerOptions(
         host=args.addr or conf_host or "0.0.0.0",
         port=args.port if args.port is not None else int(conf_port or 4222),
         server_name=args.server_name or str(conf.get("server_name", "")),
-        store_dir=Path(args.store_dir or js.get("store_dir") or conf.get("store_dir") or "./data"),
-        http_port=args.http_port if args.http_port is not None else int(conf.get("http_port", 0)),
+        store_dir=Path(
+            args.store_dir
+            or js.get("store_dir")
+            or js.get("storedir")
+            or conf.get("store_dir")
+            or "./data"
+        ),
+        http_port=args.http_port if args.http_port is not None else int(http_port or 0),
+        http_host=http_host,
     )
     if "max_payload" in conf:
         opts.max_payload = int(conf["max_payload"])
@@ -147,6 +224,9 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
         opts.ping_interval_s = _seconds(conf["ping_interval"])
     if "ping_max" in conf:
         opts.ping_max = int(conf["ping_max"])
+    _limit_options(conf, opts)
+    _logging_options(args, conf, opts)
+    _security_options(args, conf, opts)
     _cluster_options(args, conf, opts)
     apply_log = getattr(args, "apply_log", None)
     if apply_log is not None:
@@ -162,6 +242,92 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
     return opts
 
 
+def _limit_options(conf: ConfMap, opts: ServerOptions) -> None:
+    for key in ("max_connections", "max_conn"):
+        value = _int_option(conf, key)
+        if value is not None:
+            opts.max_connections = value
+    value = _int_option(conf, "max_pending", 1)
+    if value is not None:
+        opts.max_pending = value
+    value = _int_option(conf, "max_control_line", 1)
+    if value is not None:
+        opts.max_control_line = value
+    if "write_deadline" in conf:
+        opts.write_deadline_s = _seconds(conf["write_deadline"])
+        if opts.write_deadline_s <= 0:
+            raise SystemExit(
+                f"jetraft: config line {conf.line_of('write_deadline')}: write_deadline must "
+                "be positive"
+            )
+
+
+def _logging_options(args: argparse.Namespace, conf: ConfMap, opts: ServerOptions) -> None:
+    # trace is more than debug in nats-server; jetraft's most detailed level is debug
+    opts.debug = bool(
+        getattr(args, "debug", False) or _bool_option(conf, "debug") or _bool_option(conf, "trace")
+    )
+    logtime = _bool_option(conf, "logtime")
+    if logtime is not None:
+        opts.logtime = logtime
+    pid_file = getattr(args, "pid_file", None) or conf.get("pid_file")
+    if pid_file:
+        opts.pid_file = Path(str(pid_file))
+
+
+def _security_options(args: argparse.Namespace, conf: ConfMap, opts: ServerOptions) -> None:
+    try:
+        opts.client_auth = client_auth_from(conf)
+        tls_block = conf.get("tls")
+        if tls_block is not None:
+            opts.tls = tls_from(tls_block, conf)
+    except ConfigError as exc:
+        raise SystemExit(f"jetraft: {args.config}: {exc}") from exc
+    user, password, token = (
+        getattr(args, "user", None),
+        getattr(args, "password", None),
+        getattr(args, "auth", None),
+    )
+    if user or password or token:
+        if token and user:
+            raise SystemExit("jetraft: --auth cannot be combined with --user/--pass")
+        if password and not user:
+            raise SystemExit("jetraft: --pass needs --user")
+        # flags replace the config file's authorization, as nats-server's do
+        opts.client_auth = ClientAuthConfig(
+            users=(UserEntry(user=user, password=password or ""),) if user else (),
+            token=token or "",
+            timeout_s=opts.client_auth.timeout_s,
+        )
+    cert, key, ca = (
+        getattr(args, "tlscert", None),
+        getattr(args, "tlskey", None),
+        getattr(args, "tlscacert", None),
+    )
+    if getattr(args, "tls", False) or cert or key or getattr(args, "tlsverify", False):
+        if not cert or not key:
+            raise SystemExit("jetraft: TLS needs --tlscert and --tlskey")
+        for path in (cert, key, ca):
+            if path and not Path(path).is_file():
+                raise SystemExit(f"jetraft: TLS: no such file {path!r}")
+        verify = bool(getattr(args, "tlsverify", False))
+        if verify and not ca:
+            raise SystemExit("jetraft: --tlsverify needs --tlscacert")
+        opts.tls = TLSConfig(
+            cert_file=Path(cert),
+            key_file=Path(key),
+            ca_file=Path(ca) if ca else None,
+            verify=verify,
+        )
+    https_port = getattr(args, "https_port", None)
+    if https_port is None:
+        https_port = _int_option(conf, "https_port")
+    if https_port:
+        if opts.tls is None:
+            raise SystemExit("jetraft: https_port needs TLS (a tls block or --tlscert/--tlskey)")
+        opts.https_port = https_port
+
+
 def _split_url(url: str) -> tuple[str, int]:
     """``nats://host:port`` or ``host:port`` → (host, port); SystemExit on anything else."""
     rest = url.split("://", 1)[1] if "://" in url else url
@@ -172,9 +338,9 @@ def _split_url(url: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-def _cluster_options(args: argparse.Namespace, conf: dict[str, Any], opts: ServerOptions) -> None:
-    block = conf.get("cluster") if isinstance(conf.get("cluster"), dict) else {}
-    assert isinstance(block, dict)
+def _cluster_options(args: argparse.Namespace, conf: ConfMap, opts: ServerOptions) -> None:
+    block = conf.get("cluster") if isinstance(conf.get("cluster"), ConfMap) else ConfMap()
+    assert isinstance(block, ConfMap)
     flag_cluster = getattr(args, "cluster", None)
     flag_routes = getattr(args, "routes", None)
     flag_name = getattr(args, "cluster_name", None)
@@ -196,6 +362,15 @@ def _cluster_options(args: argparse.Namespace, conf: dict[str, Any], opts: Serve
         raise SystemExit("jetraft: a cluster needs a name (--cluster_name or cluster { name })")
     if opts.clustered and not opts.server_name:
         raise SystemExit("jetraft: a cluster node needs a server name (-n or server_name)")
+    try:
+        opts.route_auth = route_auth_from(
+            block if "authorization" in block else None,
+            str(listen) if listen is not None else None,
+        )
+        if "tls" in block:
+            opts.route_tls = tls_from(block["tls"], block)
+    except ConfigError as exc:
+        raise SystemExit(f"jetraft: {args.config}: {exc}") from exc
 
 
 async def _serve(opts: ServerOptions) -> None:
@@ -231,13 +406,14 @@ def main(argv: list[str] | None = None) -> int:
     func = getattr(args, "func", None)
     if func is not None:
         return int(func(args))
-    logging.basicConfig(
-        level=logging.DEBUG if args.debug else logging.INFO,
-        format="[%(process)d] %(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
     if args.command == "server":
         opts = options_from(args)
+        stamp = " %(asctime)s" if opts.logtime else ""
+        logging.basicConfig(
+            level=logging.DEBUG if opts.debug else logging.INFO,
+            format=f"[%(process)d]{stamp} %(levelname)s %(name)s: %(message)s",
+            stream=sys.stderr,
+        )
         try:
             import uvloop
 

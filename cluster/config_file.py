@@ -2,8 +2,9 @@
 
 The format: ``key: value``, ``key = value`` or ``key value``; blocks in ``{}``; arrays in ``[]``
 separated by commas or newlines; ``#`` and ``//`` comments; quoted or bare strings; integers with
-optional size suffixes (``1MB``, ``64K``); booleans (true/false/yes/no/on/off). Unknown keys are
-kept, so later features can read them, and rejected by the caller only where that matters.
+optional size suffixes (``1MB``, ``64K``); booleans (true/false/yes/no/on/off). Every map is a
+``ConfMap`` that remembers the line each key was written on, so the schema check
+(cluster/config_schema.py) can name the line of a key it refuses.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 _SIZE = {"k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3, "gb": 1024**3}
 _SIZE.update({"ki": 1024, "kib": 1024, "mi": 1024**2, "mib": 1024**2, "gi": 1024**3})
 _NUM = re.compile(r"^(-?\d+)([a-zA-Z]*)$")
+_FLOAT = re.compile(r"^-?\d+\.\d+$")
 _BOOLS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
 
 
@@ -21,14 +23,28 @@ class ConfigError(ValueError):
     pass
 
 
+class ConfMap(dict[str, Any]):
+    """A parsed block: a dict whose keys remember the line they were written on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: dict[str, int] = {}
+        self.line = 0  # where the block itself opened (0: the file)
+
+    def line_of(self, key: str) -> int:
+        return self.lines.get(key, self.line)
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.s = text
         self.i = 0
 
+    def line(self) -> int:
+        return self.s.count("\n", 0, self.i) + 1
+
     def error(self, msg: str) -> ConfigError:
-        line = self.s.count("\n", 0, self.i) + 1
-        return ConfigError(f"config line {line}: {msg}")
+        return ConfigError(f"config line {self.line()}: {msg}")
 
     def skip(self, newlines: bool = True) -> None:
         s = self.s
@@ -42,8 +58,9 @@ class _Parser:
             else:
                 return
 
-    def parse_map(self, closing: str | None) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def parse_map(self, closing: str | None) -> ConfMap:
+        out = ConfMap()
+        out.line = self.line()
         while True:
             self.skip()
             if self.i >= len(self.s):
@@ -53,7 +70,9 @@ class _Parser:
             if closing and self.s[self.i] == closing:
                 self.i += 1
                 return out
+            key_line = self.line()
             key = self.parse_key()
+            out.lines[key] = key_line
             self.skip(newlines=False)
             if self.i < len(self.s) and self.s[self.i] in ":=":
                 self.i += 1
@@ -119,8 +138,10 @@ def _scalar(raw: str) -> Any:
             return int(m.group(1))
         if unit in _SIZE:
             return int(m.group(1)) * _SIZE[unit]
+    if _FLOAT.match(raw):
+        return float(raw)
     return raw
 
 
-def parse_config(text: str) -> dict[str, Any]:
+def parse_config(text: str) -> ConfMap:
     return _Parser(text).parse_map(None)

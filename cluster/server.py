@@ -27,7 +27,10 @@ from cluster.jetstream import JetStream
 from cluster.monitor import MonitorServer
 from cluster.router import Router
 from cluster.routes import RouteManager
+from cluster.security_config import RouteAuthConfig, TLSConfig
 from engine.batch import BatchLimits
+from protocol.auth_config import ClientAuthConfig
+from protocol.parser import MAX_CONTROL_LINE_BYTES_DEFAULT
 
 log = logging.getLogger("jetraft.server")
 
@@ -36,6 +39,9 @@ JETRAFT_VERSION = "0.1.0"
 MAX_PAYLOAD_BYTES = 1024 * 1024
 PROTO = 1
 SHUTDOWN_DRAIN_S = 5.0
+MAX_CONNECTIONS_DEFAULT = 64 * 1024  # nats-server DEFAULT_MAX_CONNECTIONS
+MAX_PENDING_BYTES_DEFAULT = 64 * 1024 * 1024  # nats-server MAX_PENDING_SIZE
+WRITE_DEADLINE_S_DEFAULT = 10.0  # nats-server DEFAULT_FLUSH_DEADLINE
 
 
 @dataclass
@@ -45,6 +51,7 @@ class ServerOptions:
     server_name: str = ""
     store_dir: Path = field(default_factory=lambda: Path("./data"))
     http_port: int = 0
+    http_host: str = ""  # the monitoring address when it differs from the client one (`http:`)
     max_payload: int = MAX_PAYLOAD_BYTES
     ping_interval_s: float = PING_INTERVAL_S
     ping_max: int = PINGS_OUTSTANDING_MAX
@@ -57,6 +64,21 @@ class ServerOptions:
     routes: list[str] = field(default_factory=list)
     # --apply_log: write one JSON row per applied message event (cluster/apply_log.py)
     apply_log: Path | None = None
+    # authorization { ... } and no_auth_user, or --user/--pass/--auth
+    client_auth: ClientAuthConfig = field(default_factory=ClientAuthConfig)
+    # tls { ... } or --tls* flags: clients must upgrade to TLS after the INFO line
+    tls: TLSConfig | None = None
+    https_port: int = 0  # monitoring over TLS (needs tls)
+    max_connections: int = MAX_CONNECTIONS_DEFAULT
+    max_pending: int = MAX_PENDING_BYTES_DEFAULT
+    max_control_line: int = MAX_CONTROL_LINE_BYTES_DEFAULT
+    write_deadline_s: float = WRITE_DEADLINE_S_DEFAULT
+    # cluster { authorization { ... } tls { ... } }: what peers must present on the route port
+    route_auth: RouteAuthConfig = field(default_factory=RouteAuthConfig)
+    route_tls: TLSConfig | None = None
+    debug: bool = False
+    logtime: bool = True
+    pid_file: Path | None = None
 
     @property
     def clustered(self) -> bool:
@@ -145,6 +167,8 @@ class Server:
 
     async def start(self) -> None:
         self.opts.store_dir.mkdir(parents=True, exist_ok=True)
+        if self.opts.pid_file is not None:
+            self.opts.pid_file.write_text(f"{os.getpid()}\n")
         if self.routes is not None:
             await self.routes.start()
         self.jetstream.start()
@@ -154,7 +178,9 @@ class Server:
         )
         self.port = self._listener.sockets[0].getsockname()[1]
         if self.opts.http_port:
-            self.monitor = MonitorServer(self, self.opts.host, self.opts.http_port)
+            self.monitor = MonitorServer(
+                self, self.opts.http_host or self.opts.host, self.opts.http_port
+            )
             await self.monitor.start()
         log.info("Listening for client connections on %s:%d", self.opts.host, self.port)
         log.info("Server is ready (name=%s, store_dir=%s)", self.name, self.opts.store_dir)
@@ -182,6 +208,8 @@ class Server:
             await self.monitor.stop()
         if self._listener is not None:
             await asyncio.wait_for(self._listener.wait_closed(), SHUTDOWN_DRAIN_S)
+        if self.opts.pid_file is not None:
+            self.opts.pid_file.unlink(missing_ok=True)
         log.info("Server exiting")
 
     def varz(self) -> dict[str, Any]:

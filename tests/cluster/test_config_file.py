@@ -52,6 +52,7 @@ def _args(**kw: object) -> argparse.Namespace:
 def test_flags_override_config_file(tmp_path: Path) -> None:
     conf = tmp_path / "j.conf"
     conf.write_text("port: 5000\nserver_name: fromfile\njetstream { store_dir: /x }\nhttp: 1\n")
+    assert options_from(_args(config=str(conf))).http_port == 1
     opts = options_from(_args(config=str(conf), port=6000))
     assert opts.port == 6000
     assert opts.server_name == "fromfile"

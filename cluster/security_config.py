@@ -1,0 +1,315 @@
+"""The security settings of a node: client authorization, client TLS, route credentials and TLS.
+
+Read from nats-server's config blocks (``authorization``, ``no_auth_user``, ``tls``,
+``cluster { authorization {} tls {} }``) and from route URLs with user info
+(``nats://user:pass@host:port``). A value of the wrong type or a block that cannot work (a
+``no_auth_user`` that is not a user, a TLS block without its key) stops the server at start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from cluster.config_file import ConfigError, ConfMap
+from protocol.auth_config import (
+    AUTH_TIMEOUT_S,
+    ClientAuthConfig,
+    Permissions,
+    ResponsePermission,
+    SubjectPermission,
+    UserEntry,
+)
+from protocol.timefmt import parse_go_duration
+
+TLS_TIMEOUT_S = 2.0  # nats-server TLS_TIMEOUT: the handshake must finish this soon
+ROUTE_AUTH_TIMEOUT_S = 2.0  # a route that has not authenticated by then is dropped
+
+
+@dataclass(frozen=True)
+class TLSConfig:
+    cert_file: Path
+    key_file: Path
+    ca_file: Path | None = None
+    verify: bool = False  # require and verify a client (or peer) certificate
+    timeout_s: float = TLS_TIMEOUT_S
+    insecure: bool = False  # routes only: do not verify the peer's certificate (testing)
+
+
+@dataclass(frozen=True)
+class RouteAuthConfig:
+    """What a peer must present on the cluster port (and what this node presents when a route
+    URL carries no credentials of its own)."""
+
+    user: str = ""
+    password: str = ""
+    token: str = ""
+    timeout_s: float = ROUTE_AUTH_TIMEOUT_S
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.user or self.token)
+
+
+def _get(block: ConfMap, *names: str) -> Any:
+    for key, value in block.items():
+        if key.lower() in names:
+            return value
+    return None
+
+
+def _key_line(block: ConfMap, *names: str) -> int:
+    for key in block:
+        if key.lower() in names:
+            return block.line_of(key)
+    return block.line
+
+
+def _err(block: ConfMap, key: str, msg: str) -> ConfigError:
+    return ConfigError(f"config line {_key_line(block, key)}: {msg}")
+
+
+def _string(block: ConfMap, *names: str) -> str:
+    value = _get(block, *names)
+    if value is None:
+        return ""
+    if isinstance(value, bool | dict | list):
+        raise _err(block, names[0], f"{names[0]!r} must be a string")
+    return str(value)
+
+
+def seconds(value: object, what: str = "duration") -> float:
+    """nats-server takes a number of seconds or a Go duration string."""
+    if isinstance(value, bool):
+        raise ConfigError(f"invalid {what} {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    try:
+        return parse_go_duration(str(value)) / 1e9
+    except ValueError as exc:
+        raise ConfigError(f"invalid {what} {value!r}: {exc}") from exc
+
+
+def _timeout(block: ConfMap, default: float) -> float:
+    value = _get(block, "timeout")
+    if value is None:
+        return default
+    try:
+        result = seconds(value, "timeout")
+    except ConfigError as exc:
+        raise _err(block, "timeout", str(exc)) from None
+    if result <= 0:
+        raise _err(block, "timeout", f"timeout must be positive, not {value!r}")
+    return result
+
+
+# --- permissions ---------------------------------------------------------------------------------
+
+
+def _subjects(value: Any, block: ConfMap, key: str) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for item in items:
+        if not isinstance(item, str) or not item:
+            raise _err(block, key, f"{key!r}: subjects must be non-empty strings, not {item!r}")
+        out.append(item)
+    return tuple(out)
+
+
+def _subject_permission(value: Any, block: ConfMap, key: str) -> SubjectPermission:
+    if isinstance(value, ConfMap):
+        for k in value:
+            if k.lower() not in ("allow", "deny"):
+                raise ConfigError(
+                    f"config line {value.line_of(k)}: unknown field {k!r} in {key} permissions"
+                )
+        allow = _get(value, "allow")
+        deny = _get(value, "deny")
+        return SubjectPermission(
+            allow=None if allow is None else _subjects(allow, value, "allow"),
+            deny=() if deny is None else _subjects(deny, value, "deny"),
+        )
+    # a bare subject or list means "allow these" (nats-server)
+    return SubjectPermission(allow=_subjects(value, block, key))
+
+
+def _response_permission(value: Any, block: ConfMap) -> ResponsePermission | None:
+    if value is False:
+        return None
+    if value is True:
+        return ResponsePermission()
+    if isinstance(value, ConfMap):
+        for k in value:
+            if k.lower() not in ("max", "expires"):
+                raise ConfigError(
+                    f"config line {value.line_of(k)}: unknown field {k!r} in allow_responses"
+                )
+        max_msgs = _get(value, "max")
+        expires = _get(value, "expires")
+        if max_msgs is not None and (type(max_msgs) is not int or max_msgs < 0):
+            raise _err(value, "max", f"allow_responses max must be a count, not {max_msgs!r}")
+        return ResponsePermission(
+            max_msgs=int(max_msgs) if max_msgs else 1,
+            expires_s=seconds(expires, "allow_responses expires") if expires is not None else 0.0,
+        )
+    raise _err(block, "allow_responses", "allow_responses must be true, false or a block")
+
+
+def permissions_from(block: Any, where: ConfMap, key: str) -> Permissions:
+    if not isinstance(block, ConfMap):
+        raise _err(where, key, f"{key!r} must be a block {{ ... }}")
+    publish = _get(block, "publish", "pub")
+    subscribe = _get(block, "subscribe", "sub")
+    responses = _get(block, "allow_responses", "publish_allow_responses")
+    return Permissions(
+        publish=SubjectPermission()
+        if publish is None
+        else _subject_permission(publish, block, "publish"),
+        subscribe=SubjectPermission()
+        if subscribe is None
+        else _subject_permission(subscribe, block, "subscribe"),
+        allow_responses=None if responses is None else _response_permission(responses, block),
+    )
+
+
+# --- client authorization ------------------------------------------------------------------------
+
+
+def _user_entry(item: ConfMap) -> UserEntry:
+    nkey = _string(item, "nkey")
+    user = _string(item, "user", "username")
+    password = _string(item, "password", "pass")
+    perms = _get(item, "permissions", "permission")
+    if nkey:
+        if user or password:
+            raise _err(item, "nkey", "an nkey user has no user name or password")
+        if not (nkey.startswith("U") and len(nkey) == 56):
+            raise _err(item, "nkey", f"not a user nkey (U..., 56 characters): {nkey!r}")
+    elif not user:
+        raise ConfigError(f"config line {item.line}: a user needs 'user' (or 'nkey')")
+    return UserEntry(
+        user=user,
+        password=password,
+        nkey=nkey,
+        permissions=None if perms is None else permissions_from(perms, item, "permissions"),
+    )
+
+
+def client_auth_from(conf: ConfMap) -> ClientAuthConfig:
+    block = _get(conf, "authorization")
+    no_auth_user = _string(conf, "no_auth_user")
+    if block is None:
+        if no_auth_user:
+            raise _err(conf, "no_auth_user", "no_auth_user needs an authorization block with users")
+        return ClientAuthConfig()
+    assert isinstance(block, ConfMap)  # the schema checked it is a block
+    users: list[UserEntry] = []
+    single = _string(block, "user", "username")
+    token = _string(block, "token")
+    raw_users = _get(block, "users")
+    perms = _get(block, "permissions", "permission")
+    single_perms = None if perms is None else permissions_from(perms, block, "permissions")
+    if single:
+        if token:
+            raise _err(block, "token", "authorization: set either user/password or token")
+        users.append(
+            UserEntry(
+                user=single,
+                password=_string(block, "password", "pass"),
+                permissions=single_perms,
+            )
+        )
+    elif perms is not None:
+        raise _err(block, "permissions", "'permissions' here needs 'user'; use default_permissions")
+    if raw_users is not None:
+        if single or token:
+            raise _err(block, "users", "authorization: 'users' cannot be combined with user/token")
+        for item in raw_users if isinstance(raw_users, list) else [raw_users]:
+            users.append(_user_entry(item))
+    names = [u.user or u.nkey for u in users]
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate is not None:
+        raise _err(block, "users", f"duplicate user {duplicate!r}")
+    defaults = _get(block, "default_permissions", "default_permission")
+    auth = ClientAuthConfig(
+        users=tuple(users),
+        token=token,
+        timeout_s=_timeout(block, AUTH_TIMEOUT_S),
+        no_auth_user=no_auth_user,
+        default_permissions=None
+        if defaults is None
+        else permissions_from(defaults, block, "default_permissions"),
+    )
+    if not auth.enabled:
+        raise ConfigError(
+            f"config line {block.line}: authorization block sets no user, users or token"
+        )
+    if no_auth_user and no_auth_user not in {u.user for u in users if u.user}:
+        raise _err(conf, "no_auth_user", f"no_auth_user {no_auth_user!r} is not a configured user")
+    return auth
+
+
+# --- TLS -----------------------------------------------------------------------------------------
+
+
+def tls_from(block: Any, where: ConfMap, key: str = "tls") -> TLSConfig:
+    if not isinstance(block, ConfMap):
+        raise _err(where, key, f"{key!r} must be a block {{ ... }}")
+    cert = _string(block, "cert_file")
+    keyf = _string(block, "key_file")
+    if not cert or not keyf:
+        raise ConfigError(f"config line {block.line}: {key} needs cert_file and key_file")
+    ca = _string(block, "ca_file")
+    for name, path in (("cert_file", cert), ("key_file", keyf), ("ca_file", ca)):
+        if path and not Path(path).is_file():
+            raise _err(block, name, f"{key} {name}: no such file {path!r}")
+    verify = _get(block, "verify")
+    insecure = _get(block, "insecure")
+    for name, flag in (("verify", verify), ("insecure", insecure)):
+        if flag is not None and not isinstance(flag, bool):
+            raise _err(block, name, f"{key} {name} must be true or false")
+    if verify and not ca:
+        raise _err(block, "verify", f"{key} verify needs ca_file to check certificates against")
+    return TLSConfig(
+        cert_file=Path(cert),
+        key_file=Path(keyf),
+        ca_file=Path(ca) if ca else None,
+        verify=bool(verify),
+        timeout_s=_timeout(block, TLS_TIMEOUT_S),
+        insecure=bool(insecure),
+    )
+
+
+# --- routes --------------------------------------------------------------------------------------
+
+
+def route_auth_from(cluster_block: ConfMap | None, listen_url: str | None) -> RouteAuthConfig:
+    """``cluster { authorization { user password | token timeout } }``, or the user info of the
+    ``--cluster nats://user:pass@host:port`` listen URL (nats-server's flag form)."""
+    block = _get(cluster_block, "authorization") if cluster_block is not None else None
+    url_user, url_pass = route_url_credentials(listen_url) if listen_url else ("", "")
+    if block is None:
+        return RouteAuthConfig(user=url_user, password=url_pass)
+    assert isinstance(block, ConfMap)
+    user = _string(block, "user", "username")
+    token = _string(block, "token")
+    if user and token:
+        raise _err(block, "token", "cluster authorization: set either user/password or token")
+    if not user and not token:
+        raise ConfigError(
+            f"config line {block.line}: cluster authorization needs user/password or token"
+        )
+    return RouteAuthConfig(
+        user=user or url_user,
+        password=_string(block, "password", "pass") or url_pass,
+        token=token,
+        timeout_s=_timeout(block, ROUTE_AUTH_TIMEOUT_S),
+    )
+
+
+def route_url_credentials(url: str) -> tuple[str, str]:
+    """(user, password) from ``nats://user:pass@host:port``; ("", "") without user info."""
+    parts = urlsplit(url if "://" in url else f"nats://{url}")
+    return unquote(parts.username or ""), unquote(parts.password or "")
