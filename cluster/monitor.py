@@ -13,7 +13,19 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from cluster.server import Server
 
-REQUEST_BYTES_MAX = 8192
+REQUEST_LINE_BYTES_MAX = 8192  # a longer request line gets 431, as from Go's net/http
+REQUEST_HEAD_BYTES_MAX = 64 * 1024  # request line and headers together
+REQUEST_TIMEOUT_S = 5.0  # a client that does not finish its request head by then is dropped
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+_REASONS[431] = "Request Header Fields Too Large"
+_REASONS[503] = "Service Unavailable"
+
+
+class _BadRequest(Exception):
+    def __init__(self, status: int, error: str) -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
 
 
 class MonitorServer:
@@ -24,7 +36,10 @@ class MonitorServer:
         self._srv: asyncio.Server | None = None
 
     async def start(self) -> None:
-        self._srv = await asyncio.start_server(self._handle, self.host, self.port)
+        # the reader's limit bounds what one line may buffer before readuntil refuses it
+        self._srv = await asyncio.start_server(
+            self._handle, self.host, self.port, limit=REQUEST_HEAD_BYTES_MAX
+        )
         self.port = self._srv.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -47,15 +62,14 @@ class MonitorServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            line = await asyncio.wait_for(reader.readline(), 5)
-            parts = line.decode("latin-1").split()
-            if len(parts) < 2 or parts[0] != "GET":
-                status, body = 405, {"error": "method not allowed"}
-            else:
-                status, body = self._route(parts[1])
+            try:
+                line = await asyncio.wait_for(_read_head(reader), REQUEST_TIMEOUT_S)
+                status, body = self._answer(line)
+            except _BadRequest as bad:
+                status, body = bad.status, {"error": bad.error}
             data = json.dumps(body, indent=2).encode()
             head = (
-                f"HTTP/1.0 {status} {'OK' if status == 200 else 'Error'}\r\n"
+                f"HTTP/1.0 {status} {_REASONS.get(status, 'Error')}\r\n"
                 f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
             )
             writer.write(head.encode() + data)
@@ -64,3 +78,38 @@ class MonitorServer:
             pass
         finally:
             writer.close()
+
+    def _answer(self, line: bytes) -> tuple[int, Any]:
+        parts = line.decode("latin-1").split()
+        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+            raise _BadRequest(400, "malformed request line")
+        if parts[0] != "GET":
+            return 405, {"error": "method not allowed"}
+        return self._route(parts[1])
+
+
+async def _read_head(reader: asyncio.StreamReader) -> bytes:
+    """The request line, after reading (and bounding) the headers that follow it."""
+    line = await _read_line(reader, REQUEST_LINE_BYTES_MAX)
+    total = len(line)
+    while True:
+        header = await _read_line(reader, REQUEST_HEAD_BYTES_MAX)
+        total += len(header)
+        if total > REQUEST_HEAD_BYTES_MAX:
+            raise _BadRequest(431, "request headers too large")
+        if header.strip() == b"":
+            return line
+
+
+async def _read_line(reader: asyncio.StreamReader, limit: int) -> bytes:
+    try:
+        line = await reader.readuntil(b"\n")
+    except asyncio.LimitOverrunError as exc:
+        raise _BadRequest(431, "request line or header too large") from exc
+    except asyncio.IncompleteReadError as exc:
+        if not exc.partial:
+            raise ConnectionError("closed before a request") from exc
+        return exc.partial  # a peer that half-closes after its last line
+    if len(line) > limit:
+        raise _BadRequest(431, "request line or header too large")
+    return line
