@@ -28,6 +28,7 @@ from protocol.models import (
     StreamConfigRequest,
     StreamSource,
 )
+from protocol.subject_index import SubjectIndex
 from protocol.subjects import is_valid_subject
 from protocol.timefmt import NS_PER_MS, NS_PER_S
 
@@ -512,6 +513,7 @@ def _check_subjects(u: dict[str, Any]) -> None:
     if u["mirror"] is not None:
         raise ApiError(errors.MIRROR_WITH_SUBJECTS)
     seen: set[str] = set()
+    index = SubjectIndex(subjects)
     for i, subj in enumerate(subjects):
         if not is_valid_subject(subj):
             raise _invalid("invalid subject")
@@ -534,9 +536,9 @@ def _check_subjects(u: dict[str, Any]) -> None:
                 subj, "$SYS.ACCOUNT.>"
             ):
                 raise _invalid("subjects that overlap with system api require no-ack to be true")
-        for other in subjects[i + 1 :]:
-            if subjects_collide(other, subj):
-                raise _invalid(f"subject {go_quote(subj)} overlaps with {go_quote(other)}")
+        j = index.first_collision(subj, subjects_collide, after=i)
+        if j is not None:
+            raise _invalid(f"subject {go_quote(subj)} overlaps with {go_quote(subjects[j])}")
         seen.add(subj)
 
 
@@ -642,11 +644,13 @@ def _check_filters_on_add(cfg: StreamConfig) -> None:
 def _overlaps_other_stream(
     cfg: StreamConfig, existing: Mapping[str, StreamConfig], skip: str | None
 ) -> bool:
+    index: SubjectIndex | None = None
     for name, other in existing.items():
         if name == skip:
             continue
         for subj in other.subjects:
-            if any(subjects_collide(t, subj) for t in cfg.subjects):
+            index = index or SubjectIndex(cfg.subjects)
+            if index.first_collision(subj, subjects_collide) is not None:
                 return True
     return False
 
