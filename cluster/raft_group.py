@@ -3,8 +3,11 @@
 pysyncobj supplies the consensus algorithm (elections, log matching, commit rule, snapshots).
 Around it, jetraft supplies what makes it fit a server that must not lose acknowledged writes:
 
-* **Transport**: pysyncobj messages travel as MessagePack inside ``RAFT`` route frames (no pickle
-  between nodes), tagged with the group name, so every group shares the one cluster port.
+* **Transport**: pysyncobj messages travel as MessagePack inside ``RAFT`` route frames, tagged
+  with the group name, so every group shares the one cluster port. Every received message is
+  rebuilt from its schema (protocol/raft_messages.py) before pysyncobj sees it, and pysyncobj's
+  pickling path for large entries (``transmission`` chunks) is never used: such an entry is sent
+  whole. No byte from a peer is ever unpickled.
 * **Journal**: ``DurableJournal`` (our format, no pickle on disk). Appends are group-committed:
   a follower's positive append reply (``next_node_idx``) is held until the entries it covers are
   fsynced, and the driver fsyncs a group's journal before every tick and right after it, so the
@@ -47,6 +50,7 @@ from pysyncobj.transport import Transport
 from cluster import sync_ledger
 from cluster.raft_journal import DurableJournal
 from cluster.routes import RouteManager
+from protocol.raft_messages import APPLY_COMMAND, RAFT_VALUE_MAX, validate_raft_message
 
 log = logging.getLogger("jetraft.raft")
 
@@ -88,6 +92,14 @@ class _GroupTransport(Transport):  # type: ignore[misc]
 
     def send(self, node: Node, message: dict[str, Any]) -> bool:
         journal = self.journal
+        if "transmission" in message:
+            # pysyncobj splits an entry larger than appendEntriesBatchSizeBytes into pickled
+            # chunks, and the receiver would unpickle them: peers refuse such frames
+            # (protocol/raft_messages.py). The entry goes whole instead, read from the journal;
+            # the later chunks of the same transmission are dropped.
+            if message["transmission"] != "start" or journal is None:
+                return True
+            message = self._whole_entry(message, journal)
         if (
             message.get("type") == "next_node_idx"
             and message.get("success")
@@ -99,6 +111,20 @@ class _GroupTransport(Transport):  # type: ignore[misc]
             self.driver.request_sync(self.group_name)
             return True
         return self.routes.send_raft(node.id, self.group_name, message)
+
+    @staticmethod
+    def _whole_entry(message: dict[str, Any], journal: DurableJournal) -> dict[str, Any]:
+        index = int(message["prevLogIdx"]) + 1
+        first = int(journal[0][1])
+        data, entry_index, term = journal[index - first]
+        return {
+            "type": "append_entries",
+            "term": message["term"],
+            "commit_index": message["commit_index"],
+            "entries": [(data, int(entry_index), int(term))],
+            "prevLogIdx": message["prevLogIdx"],
+            "prevLogTerm": message["prevLogTerm"],
+        }
 
     def release_held(self) -> None:
         held, self.held = self.held, []
@@ -248,8 +274,10 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
             doc = json.loads(f.read())
         if doc.get("v") != SNAPSHOT_VERSION:
             raise ValueError(f"{path}: snapshot version {doc.get('v')} not supported")
-        last = (base64.b64decode(doc["last"][0]), int(doc["last"][1]), int(doc["last"][2]))
-        prev = (base64.b64decode(doc["prev"][0]), int(doc["prev"][1]), int(doc["prev"][2]))
+        # the file may have come from a peer (snapshot install): checked like a Raft message
+        last, prev = _snapshot_entry(doc.get("last")), _snapshot_entry(doc.get("prev"))
+        if not isinstance(doc.get("state", {}), dict):
+            raise ValueError(f"{path}: snapshot state must be an object")
         if self._restore_fn is not None:
             self._restore_fn(last[1], doc.get("state") or {})
         return last, prev, {self.nodes[p] for p in self.peer_ids if p in self.nodes}
@@ -315,6 +343,17 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
     def close(self) -> None:
         self.journal.sync()
         self.journal._destroy()
+
+
+def _snapshot_entry(value: object) -> tuple[bytes, int, int]:
+    if (
+        type(value) is not list
+        or len(value) != 3
+        or type(value[0]) is not str
+        or any(type(v) is not int or not 0 <= v <= RAFT_VALUE_MAX for v in value[1:])
+    ):
+        raise ValueError(f"snapshot entry must be [base64, index, term], not {value!r}")
+    return base64.b64decode(value[0], validate=True), int(value[1]), int(value[2])
 
 
 def deliver(group: RaftGroup, node: Node, message: dict[str, Any]) -> None:
@@ -398,13 +437,18 @@ class RaftDriver:
         return group
 
     # --- routing ----------------------------------------------------------------------------
-    def _on_raft(self, peer: str, group_name: str, message: dict[str, Any]) -> None:
+    def _on_raft(self, peer: str, group_name: str, message: object) -> None:
+        # checked before anything else: a bad message raises and the route closes the link
+        checked = validate_raft_message(message)
         group = self.groups.get(group_name)
         if group is None:
             return  # not (yet) a member here; Raft retries
         node = group.nodes.get(peer)
-        if node is None:
+        if node is None or peer == group.self_id:
             return
+        if checked["type"] == APPLY_COMMAND and not group.forward_proposals:
+            return  # stream groups take proposals from their own leader only
+        message = checked
         deliver(group, node, message)
         self.kick(group_name)
 

@@ -40,7 +40,7 @@ HELLO_TIMEOUT_S = 5.0
 # the connection is dropped instead, and Raft and the route resynchronise when it returns
 ROUTE_PENDING_BYTES_MAX = 128 * 1024 * 1024
 
-RaftHandler = Callable[[str, str, dict[str, Any]], None]
+RaftHandler = Callable[[str, str, object], None]
 CatchupHandler = Callable[[str, list[Any]], None]
 PeerHandler = Callable[[str], None]
 
@@ -90,7 +90,11 @@ class _Link(asyncio.Protocol):
             frames = self.reader.feed(data)
             for kind, body in frames:
                 self._on_frame(kind, body)
-        except (FrameError, ValueError, TypeError, KeyError, IndexError) as exc:
+        except ValueError as exc:  # FrameError, RaftMessageError: the peer's fault, no traceback
+            log.warning("route %s: bad frame, closing: %s", self.peer, exc)
+            if self.transport is not None:
+                self.transport.abort()
+        except (TypeError, KeyError, IndexError) as exc:
             log.warning("route %s: bad frame, closing: %r", self.peer, exc, exc_info=True)
             if self.transport is not None:
                 self.transport.abort()
@@ -104,6 +108,8 @@ class _Link(asyncio.Protocol):
             raise FrameError(f"unexpected {kind.name} frame")
         mgr = self.mgr
         if kind == FrameKind.RAFT:
+            if type(body) is not list or len(body) != 2 or type(body[0]) is not str:
+                raise FrameError("a RAFT frame is [group, message]")
             mgr.on_raft(peer, body[0], body[1])
         elif kind == FrameKind.MSG:
             subject, reply, hdr, payload, plain, queues = body

@@ -1,0 +1,174 @@
+"""The typed schema of every Raft message a peer may send, checked before consensus sees it.
+
+Raft messages travel as MessagePack inside ``RAFT`` route frames (protocol/route_frames.py).
+MessagePack decodes to plain values, but pysyncobj trusts what it is handed: a ``transmission``
+field makes it ``pickle.loads`` the concatenated chunks (code execution), a term of 2**64-1 is
+persisted and makes every later election overflow, a commit index of ``'zz'`` lands in its state.
+So every message is rebuilt here from an exact schema — the message types pysyncobj sends, their
+exact keys, exact types (a bool is not an int) and ranges — and anything else is refused with
+``RaftMessageError``: the route link is closed and nothing reaches pysyncobj or the disk.
+
+Must never: import pysyncobj or do I/O; pass through a value it did not check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Terms, indexes and ids stay below this. It leaves 2**62 elections of headroom under the
+# journal's u64 fields, so even the largest accepted term can never make term + 1 overflow
+# (a forged 2**64-1 term used to make every later election fail, across restarts).
+RAFT_VALUE_MAX = 2**62
+RAFT_ENTRIES_MAX = 1_000_000  # entries in one append; the sender bounds appends by bytes first
+RAFT_SNAPSHOT_CHUNK_BYTES_MAX = 64 * 1024 * 1024
+RAFT_FAIL_REASON_MAX = 64  # pysyncobj FAIL_REASON codes are small integers
+
+TIMEOUT_NOW = "timeout_now"
+REQUEST_VOTE = "request_vote"
+RESPONSE_VOTE = "response_vote"
+APPEND_ENTRIES = "append_entries"
+NEXT_NODE_IDX = "next_node_idx"
+APPLY_COMMAND = "apply_command"
+APPLY_COMMAND_RESPONSE = "apply_command_response"
+
+
+class RaftMessageError(ValueError):
+    """A peer sent something that is not a Raft message jetraft sends; drop the link."""
+
+
+def _uint(message: dict[Any, Any], key: str, maximum: int = RAFT_VALUE_MAX) -> int:
+    value = message.get(key)
+    if type(value) is not int or not 0 <= value <= maximum:
+        raise RaftMessageError(f"{key} must be an integer in [0, {maximum}], not {value!r}")
+    return value
+
+
+def _bool(message: dict[Any, Any], key: str) -> bool:
+    value = message.get(key)
+    if type(value) is not bool:
+        raise RaftMessageError(f"{key} must be a boolean, not {value!r}")
+    return value
+
+
+def _bytes(message: dict[Any, Any], key: str) -> bytes:
+    value = message.get(key)
+    if type(value) is not bytes:
+        raise RaftMessageError(f"{key} must be bytes, not {type(value).__name__}")
+    return value
+
+
+def _keys(message: dict[Any, Any], required: frozenset[str], optional: frozenset[str]) -> None:
+    keys = set(message)
+    missing = required - keys
+    extra = keys - required - optional
+    if missing or extra:
+        raise RaftMessageError(
+            f"{message.get('type')}: missing {sorted(missing)}, unexpected "
+            f"{sorted(map(str, extra))}"
+        )
+
+
+def _entries(value: object, prev_index: int) -> list[tuple[bytes, int, int]]:
+    if type(value) is not list or len(value) > RAFT_ENTRIES_MAX:
+        raise RaftMessageError("entries must be a list of [data, index, term]")
+    out: list[tuple[bytes, int, int]] = []
+    expected = prev_index + 1
+    for entry in value:
+        if type(entry) is not list or len(entry) != 3:
+            raise RaftMessageError("an entry must be [data, index, term]")
+        data, index, term = entry
+        if type(data) is not bytes:
+            raise RaftMessageError("entry data must be bytes")
+        for name, number in (("index", index), ("term", term)):
+            if type(number) is not int or not 0 <= number <= RAFT_VALUE_MAX:
+                raise RaftMessageError(f"entry {name} out of range: {number!r}")
+        if index != expected:
+            raise RaftMessageError(f"entry index {index} does not follow {expected - 1}")
+        expected += 1
+        out.append((data, index, term))
+    return out
+
+
+def _serialized(value: object) -> tuple[bytes, bool, bool] | None:
+    if value is None:
+        return None
+    if type(value) is not list or len(value) != 3:
+        raise RaftMessageError("serialized must be None or [data, first, last]")
+    data, first, last = value
+    if type(data) is not bytes or len(data) > RAFT_SNAPSHOT_CHUNK_BYTES_MAX:
+        raise RaftMessageError("snapshot chunk must be bytes within the chunk limit")
+    if type(first) is not bool or type(last) is not bool:
+        raise RaftMessageError("snapshot chunk flags must be booleans")
+    return data, first, last
+
+
+_TERM = frozenset({"type", "term"})
+_APPEND_COMMON = frozenset({"type", "term", "commit_index"})
+_APPEND_REGULAR = _APPEND_COMMON | {"prevLogIdx", "prevLogTerm", "entries"}
+_APPEND_SNAPSHOT = _APPEND_COMMON | {"serialized"}
+
+
+def validate_raft_message(obj: object) -> dict[str, Any]:
+    """A fresh, checked copy of a decoded Raft message, or RaftMessageError."""
+    if type(obj) is not dict:
+        raise RaftMessageError(f"a Raft message is a map, not {type(obj).__name__}")
+    kind = obj.get("type")
+    if kind in (TIMEOUT_NOW, RESPONSE_VOTE):
+        _keys(obj, _TERM, frozenset())
+        return {"type": kind, "term": _uint(obj, "term")}
+    if kind == REQUEST_VOTE:
+        _keys(obj, _TERM | {"last_log_index", "last_log_term"}, frozenset())
+        return {
+            "type": kind,
+            "term": _uint(obj, "term"),
+            "last_log_index": _uint(obj, "last_log_index"),
+            "last_log_term": _uint(obj, "last_log_term"),
+        }
+    if kind == APPEND_ENTRIES:
+        if "transmission" in obj:
+            # pysyncobj would unpickle the chunks; jetraft never sends them (raft_group.py)
+            raise RaftMessageError("append_entries transmission chunks are refused")
+        if "serialized" in obj:
+            _keys(obj, _APPEND_SNAPSHOT, frozenset())
+            return {
+                "type": kind,
+                "term": _uint(obj, "term"),
+                "commit_index": _uint(obj, "commit_index"),
+                "serialized": _serialized(obj["serialized"]),
+            }
+        _keys(obj, _APPEND_REGULAR, frozenset())
+        prev_index = _uint(obj, "prevLogIdx")
+        return {
+            "type": kind,
+            "term": _uint(obj, "term"),
+            "commit_index": _uint(obj, "commit_index"),
+            "prevLogIdx": prev_index,
+            "prevLogTerm": _uint(obj, "prevLogTerm"),
+            "entries": _entries(obj["entries"], prev_index),
+        }
+    if kind == NEXT_NODE_IDX:
+        _keys(obj, frozenset({"type", "next_node_idx", "reset", "success"}), frozenset())
+        return {
+            "type": kind,
+            "next_node_idx": _uint(obj, "next_node_idx"),
+            "reset": _bool(obj, "reset"),
+            "success": _bool(obj, "success"),
+        }
+    if kind == APPLY_COMMAND:
+        _keys(obj, frozenset({"type", "command"}), frozenset({"request_id"}))
+        out: dict[str, Any] = {"type": kind, "command": _bytes(obj, "command")}
+        if "request_id" in obj:
+            out["request_id"] = _uint(obj, "request_id")
+        return out
+    if kind == APPLY_COMMAND_RESPONSE:
+        _keys(obj, frozenset({"type", "request_id"}), frozenset({"error", "log_idx", "log_term"}))
+        out = {"type": kind, "request_id": _uint(obj, "request_id")}
+        if "error" in obj:
+            out["error"] = _uint(obj, "error", RAFT_FAIL_REASON_MAX)
+        elif "log_idx" in obj and "log_term" in obj:
+            out["log_idx"] = _uint(obj, "log_idx")
+            out["log_term"] = _uint(obj, "log_term")
+        else:
+            raise RaftMessageError("apply_command_response needs error or log_idx and log_term")
+        return out
+    raise RaftMessageError(f"unknown Raft message type {kind!r}")
