@@ -17,13 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hmac
+import ipaddress
 import logging
 import random
+import ssl
 from collections.abc import Callable
 from typing import Any, cast
 
 from cluster.router import Router
+from cluster.security_config import RouteAuthConfig, TLSConfig, route_url_credentials
 from protocol.route_frames import (
+    FRAME_BYTES_MAX,
+    HELLO_BYTES_MAX,
     ROUTE_PROTOCOL_VERSION,
     FrameError,
     FrameKind,
@@ -59,12 +65,15 @@ def _same(link: _Link) -> _Link:
 class _Link(asyncio.Protocol):
     """One TCP connection on the cluster port, dialed or accepted."""
 
-    def __init__(self, mgr: RouteManager, dialed: bool) -> None:
+    def __init__(self, mgr: RouteManager, dialed: bool, url: str = "") -> None:
         self.mgr = mgr
         self.dialed = dialed
+        self.url = url
         self.peer: str | None = None
         self.transport: asyncio.Transport | None = None
-        self.reader = FrameReader()
+        # an accepted connection is read a HELLO at a time until it authenticated
+        self.reader = FrameReader(FRAME_BYTES_MAX if dialed else HELLO_BYTES_MAX)
+        self._handshake_timer: asyncio.TimerHandle | None = None
         self.hello = asyncio.get_running_loop().create_future()
         self.closed = asyncio.get_running_loop().create_future()
 
@@ -72,7 +81,20 @@ class _Link(asyncio.Protocol):
         # uvloop's transports implement asyncio.Transport without subclassing it
         self.transport = cast(asyncio.Transport, transport)
         if self.dialed:
-            self.send(FrameKind.HELLO, self.mgr.hello_body())
+            self.send(FrameKind.HELLO, self.mgr.hello_body(self.url))
+        else:
+            self._handshake_timer = asyncio.get_running_loop().call_later(
+                self.mgr.auth.timeout_s, self._handshake_expired
+            )
+
+    def _handshake_expired(self) -> None:
+        if self.peer is None and self.transport is not None:
+            log.warning("route from %s: no valid HELLO in time, closing", self._address())
+            self.transport.abort()
+
+    def _address(self) -> str:
+        peer = self.transport.get_extra_info("peername") if self.transport is not None else None
+        return f"{peer[0]}:{peer[1]}" if peer else "?"
 
     def send(self, kind: FrameKind, body: Any) -> bool:
         t = self.transport
@@ -125,7 +147,9 @@ class _Link(asyncio.Protocol):
     def _on_hello(self, body: Any) -> None:
         if not isinstance(body, dict) or self.peer is not None:
             raise FrameError("bad HELLO")
-        name = str(body.get("name", ""))
+        name = body.get("name")
+        if type(name) is not str or not name:
+            raise FrameError("HELLO without a name")
         if body.get("cluster") != self.mgr.cluster_name:
             log.error(
                 "route: peer %s is in cluster %r, not %r; closing",
@@ -136,18 +160,42 @@ class _Link(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.close()
             return
+        if self.dialed:
+            self.peer = name
+            if not self.hello.done():
+                self.hello.set_result(name)
+            return
+        if not self.mgr.credentials_ok(body):
+            raise FrameError(f"route from {self._address()} as {name!r}: authorization violation")
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+        # the reply tells an authenticated dialer who we are, so it accepts our own dial next
+        self.send(FrameKind.HELLO, self.mgr.hello_body())
+        if not self.mgr.is_configured_peer(name):
+            log.warning(
+                "route from %s as %r: not a node of the configured routes (yet); closing",
+                self._address(),
+                name,
+            )
+            if self.transport is not None:
+                self.transport.close()
+            return
         self.peer = name
-        if not self.dialed:
-            self.send(FrameKind.HELLO, self.mgr.hello_body())
-            self.mgr.inbound_up(self)
+        self.reader.frame_bytes_max = FRAME_BYTES_MAX
+        self.mgr.inbound_up(self)
         if not self.hello.done():
             self.hello.set_result(name)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
         if not self.dialed and self.peer is not None:
             self.mgr.inbound_down(self)
         if not self.hello.done():
-            self.hello.set_exception(ConnectionError("closed before HELLO"))
+            if self.dialed:  # only the dial loop awaits it
+                self.hello.set_exception(ConnectionError("closed before HELLO"))
+            else:
+                self.hello.cancel()
         if not self.closed.done():
             self.closed.set_result(None)
 
@@ -161,7 +209,11 @@ class RouteManager:
         port: int,
         route_urls: list[str],
         router: Router,
+        auth: RouteAuthConfig | None = None,
+        tls: TLSConfig | None = None,
     ) -> None:
+        self.auth = auth or RouteAuthConfig()
+        self.tls = tls
         self.name = name
         self.cluster_name = cluster_name
         self.host = host
@@ -184,14 +236,92 @@ class RouteManager:
         if not self.route_urls:
             self.all_resolved.set()
 
-    def hello_body(self) -> dict[str, Any]:
-        return {"v": ROUTE_PROTOCOL_VERSION, "name": self.name, "cluster": self.cluster_name}
+    def hello_body(self, url: str = "") -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "v": ROUTE_PROTOCOL_VERSION,
+            "name": self.name,
+            "cluster": self.cluster_name,
+        }
+        if url:  # dialing: present the URL's credentials, else this node's own (nats-server)
+            user, password = route_url_credentials(url)
+            if user:
+                body["user"], body["pass"] = user, password
+            elif self.auth.token:
+                body["token"] = self.auth.token
+            elif self.auth.user:
+                body["user"], body["pass"] = self.auth.user, self.auth.password
+        return body
+
+    def credentials_ok(self, hello: dict[str, Any]) -> bool:
+        auth = self.auth
+        if not auth.enabled:
+            return True
+
+        def same(given: object, expected: str) -> bool:
+            return type(given) is str and hmac.compare_digest(given.encode(), expected.encode())
+
+        if auth.token:
+            return same(hello.get("token"), auth.token)
+        # both compared whatever the first gives, so timing does not tell which was wrong
+        user_ok = same(hello.get("user"), auth.user)
+        pass_ok = same(hello.get("pass"), auth.password)
+        return user_ok and pass_ok
+
+    def is_configured_peer(self, name: str) -> bool:
+        """Only nodes behind this node's configured route URLs may join: their names are the
+        ones learned by dialing those URLs."""
+        return name != self.name and name in self.resolved.values()
+
+    def _server_ssl(self) -> ssl.SSLContext | None:
+        tls = self.tls
+        if tls is None:
+            return None
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(tls.cert_file, tls.key_file)
+        if tls.ca_file is not None:
+            ctx.load_verify_locations(tls.ca_file)
+        ctx.verify_mode = ssl.CERT_REQUIRED if tls.verify else ssl.CERT_NONE
+        return ctx
+
+    def _client_ssl(self) -> ssl.SSLContext | None:
+        tls = self.tls
+        if tls is None:
+            return None
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=tls.ca_file)
+        ctx.load_cert_chain(tls.cert_file, tls.key_file)  # our identity when peers verify
+        if tls.insecure:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+
+    def _warn_if_open(self) -> None:
+        if self.auth.enabled or (self.tls is not None and self.tls.verify):
+            return
+        try:
+            loopback = ipaddress.ip_address(self.host or "0.0.0.0").is_loopback
+        except ValueError:
+            loopback = self.host == "localhost"
+        if not loopback:
+            log.warning(
+                "the cluster port %s:%d accepts routes without authentication: anyone who can "
+                "reach it can join the cluster; set cluster { authorization { ... } } or "
+                "cluster { tls { verify: true } }",
+                self.host or "0.0.0.0",
+                self.port,
+            )
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        server_ssl = self._server_ssl()
         self._server = await loop.create_server(
-            lambda: _Link(self, dialed=False), self.host, self.port, reuse_address=True
+            lambda: _Link(self, dialed=False),
+            self.host,
+            self.port,
+            reuse_address=True,
+            ssl=server_ssl,
+            ssl_handshake_timeout=self.tls.timeout_s if self.tls is not None else None,
         )
+        self._warn_if_open()
         self.port = self._server.sockets[0].getsockname()[1]
         self.router.forwarder = self
         self.router.interest_listener = self._on_local_interest
@@ -216,12 +346,22 @@ class RouteManager:
         host, port = parse_route_url(url)
         loop = asyncio.get_running_loop()
         delay = RECONNECT_DELAY_MIN_S
+        client_ssl = self._client_ssl()
+        tls_args: dict[str, Any] = {}
+        if client_ssl is not None and self.tls is not None:
+            tls_args = {
+                "ssl": client_ssl,
+                "server_hostname": host,
+                "ssl_handshake_timeout": self.tls.timeout_s,
+            }
         while not self._closing:
-            link = _Link(self, dialed=True)
+            link = _Link(self, dialed=True, url=url)
             try:
-                await loop.create_connection(functools.partial(_same, link), host, port)
+                await loop.create_connection(functools.partial(_same, link), host, port, **tls_args)
                 peer = await asyncio.wait_for(link.hello, HELLO_TIMEOUT_S)
-            except (OSError, TimeoutError, ConnectionError):
+            except (OSError, TimeoutError, ConnectionError) as exc:
+                if isinstance(exc, ssl.SSLError):
+                    log.warning("route to %s: TLS handshake failed: %s", host, exc)
                 if link.transport is not None:
                     link.transport.abort()
                 await asyncio.sleep(delay * (0.5 + random.random()))

@@ -108,6 +108,8 @@ class Server:
                 opts.cluster_port,
                 opts.routes,
                 self.router,
+                auth=opts.route_auth,
+                tls=opts.route_tls,
             )
             self.jetstream = ClusteredJetStream(
                 self.router,

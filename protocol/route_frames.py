@@ -7,7 +7,9 @@ peer arrive in the order it sent them (interest before the messages that rely on
 
 Frame bodies by kind:
 
-* ``HELLO``  ``{"v", "name", "cluster"}`` — first frame on a dialed connection.
+* ``HELLO``  ``{"v", "name", "cluster"[, "user", "pass" | "token"]}`` — first frame on a dialed
+  connection, with the route credentials when the cluster has route authorization; at most
+  ``HELLO_BYTES_MAX`` bytes, and nothing else is read before it was accepted.
 * ``RAFT``   ``[group, message]`` — a pysyncobj message (a dict of ints, strs, bytes, lists).
 * ``SUB``    ``[subject, queue | None, weight, excluded prefix | None]`` — the sender has interest
   (weight = local members of a queue group, 1 for plain interest) except in subjects under the
@@ -32,6 +34,7 @@ import msgpack
 ROUTE_PROTOCOL_VERSION = 1
 FRAME_HEADER = struct.Struct(">IB")
 FRAME_BYTES_MAX = 256 * 1024 * 1024  # a Raft append of a 1000-message batch of 1 MiB payloads fits
+HELLO_BYTES_MAX = 4096  # all a connection may send before it authenticated
 
 
 class FrameKind(IntEnum):
@@ -57,8 +60,10 @@ def encode_frame(kind: FrameKind, body: Any) -> bytes:
 class FrameReader:
     """Accumulates bytes from the socket and yields complete ``(kind, body)`` frames."""
 
-    def __init__(self) -> None:
+    def __init__(self, frame_bytes_max: int = FRAME_BYTES_MAX) -> None:
         self._buf = bytearray()
+        # before a peer authenticated only a small HELLO is accepted (HELLO_BYTES_MAX)
+        self.frame_bytes_max = frame_bytes_max
 
     def feed(self, data: bytes) -> list[tuple[FrameKind, Any]]:
         buf = self._buf
@@ -68,8 +73,8 @@ class FrameReader:
         header = FRAME_HEADER.size
         while len(buf) - pos >= header:
             length, kind = FRAME_HEADER.unpack_from(buf, pos)
-            if length > FRAME_BYTES_MAX:
-                raise FrameError(f"frame length {length} exceeds {FRAME_BYTES_MAX}")
+            if length > self.frame_bytes_max:
+                raise FrameError(f"frame length {length} exceeds {self.frame_bytes_max}")
             end = pos + header + length
             if len(buf) < end:
                 break
