@@ -254,12 +254,10 @@ def _limit_options(conf: ConfMap, opts: ServerOptions) -> None:
     if value is not None:
         opts.max_control_line = value
     if "write_deadline" in conf:
-        opts.write_deadline_s = _seconds(conf["write_deadline"])
-        if opts.write_deadline_s <= 0:
-            raise SystemExit(
-                f"jetraft: config line {conf.line_of('write_deadline')}: write_deadline must "
-                "be positive"
-            )
+        raise SystemExit(
+            f"jetraft: config line {conf.line_of('write_deadline')}: write_deadline is not "
+            "supported yet (slow consumers are cut off by max_pending)"
+        )
 
 
 def _logging_options(args: argparse.Namespace, conf: ConfMap, opts: ServerOptions) -> None:
@@ -319,6 +317,15 @@ def _security_options(args: argparse.Namespace, conf: ConfMap, opts: ServerOptio
             ca_file=Path(ca) if ca else None,
             verify=verify,
         )
+    # parsed and checked above so a mistake is reported precisely, but not built yet: a server
+    # that accepted them would run open while the operator believes it is protected
+    if opts.client_auth.enabled:
+        raise SystemExit(
+            "jetraft: client authorization (authorization block, --user/--pass/--auth) is not "
+            "supported yet; the cluster port has route authorization (cluster { authorization })"
+        )
+    if opts.tls is not None:
+        raise SystemExit("jetraft: client TLS (tls block, --tls*) is not supported yet")
     https_port = getattr(args, "https_port", None)
     if https_port is None:
         https_port = _int_option(conf, "https_port")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from cluster.router import Subscription
 from protocol import session as ps
+from protocol.parser import MAX_CONTROL_LINE_BYTES_DEFAULT
 
 if TYPE_CHECKING:
     from cluster.router import Router
@@ -40,13 +41,18 @@ class ClientConnection(asyncio.Protocol):
         *,
         ping_interval_s: float = PING_INTERVAL_S,
         pings_outstanding_max: int = PINGS_OUTSTANDING_MAX,
+        max_pending: int = PENDING_BYTES_MAX,
+        max_control_line: int = MAX_CONTROL_LINE_BYTES_DEFAULT,
+        on_slow_consumer: Any = None,
     ) -> None:
+        self.max_pending = max_pending
+        self._on_slow_consumer = on_slow_consumer
         self.ping_interval_s = ping_interval_s
         self.pings_outstanding_max = pings_outstanding_max
         self.router = router
         self.cid = cid
         self._info = info
-        self.session = ps.ClientSession(info, max_payload)
+        self.session = ps.ClientSession(info, max_payload, max_control_line)
         self.transport: asyncio.Transport | None = None
         self.subs: dict[str, Subscription] = {}
         self.echo = True
@@ -59,6 +65,7 @@ class ClientConnection(asyncio.Protocol):
         self.on_close: list[Any] = []
         self._pings_sent = 0
         self._ping_timer: asyncio.TimerHandle | None = None
+        self._refusal: str | None = None
 
     # --- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -68,9 +75,17 @@ class ClientConnection(asyncio.Protocol):
         if peer:  # the INFO tells a client the address the server sees it at
             self.session.set_info({**self._info, "client_ip": peer[0]})
         self.send_raw(self.session.initial_bytes())
+        if self._refusal is not None:
+            self.send_raw(ps.encode_err(self._refusal))
+            self.close()
+            return
         self._ping_timer = asyncio.get_running_loop().call_later(
             min(FIRST_PING_INTERVAL_S, self.ping_interval_s), self._ping
         )
+
+    def refuse_at_connect(self, err: str) -> None:
+        """Send the INFO, then ``-ERR`` and close once connected (max_connections)."""
+        self._refusal = err
 
     def _ping(self) -> None:
         """Probe the client as nats-server does; one that stops answering is cut off, so a
@@ -147,6 +162,15 @@ class ClientConnection(asyncio.Protocol):
             return
         self._out.append(data)
         self._out_bytes += len(data)
+        if self._out_bytes > self.max_pending:
+            # checked per send, not per flush: replies built within one loop turn (a burst of
+            # Direct Gets) must not pile up past the limit before the flush sees them
+            pending = self._out_bytes
+            if self.transport is not None:
+                pending += self.transport.get_write_buffer_size()
+            if pending > self.max_pending:
+                self._slow_consumer()
+                return
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
@@ -159,9 +183,21 @@ class ClientConnection(asyncio.Protocol):
         self._out.clear()
         self._out_bytes = 0
         self.transport.write(data)
-        if self.transport.get_write_buffer_size() > PENDING_BYTES_MAX:
-            log.warning("slow consumer cid=%d name=%r: disconnecting", self.cid, self.name)
-            self.close(flush=False)
+        if self.transport.get_write_buffer_size() > self.max_pending:
+            self._slow_consumer()
+
+    def _slow_consumer(self) -> None:
+        """Cut the client off and drop what it was owed, as nats-server does: keeping (and
+        still delivering) the buffer is what let one reader hold gigabytes."""
+        log.warning("Slow Consumer Detected: cid=%d name=%r: disconnecting", self.cid, self.name)
+        self._out.clear()
+        self._out_bytes = 0
+        self._closed = True
+        if self.transport is not None:
+            self.transport.abort()
+        if self._on_slow_consumer is not None:
+            self._on_slow_consumer()
+        self._teardown()
 
     def close(self, flush: bool = True) -> None:
         if self._closed:

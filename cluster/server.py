@@ -41,7 +41,7 @@ PROTO = 1
 SHUTDOWN_DRAIN_S = 5.0
 MAX_CONNECTIONS_DEFAULT = 64 * 1024  # nats-server DEFAULT_MAX_CONNECTIONS
 MAX_PENDING_BYTES_DEFAULT = 64 * 1024 * 1024  # nats-server MAX_PENDING_SIZE
-WRITE_DEADLINE_S_DEFAULT = 10.0  # nats-server DEFAULT_FLUSH_DEADLINE
+ERR_MAX_CONNECTIONS = "maximum connections exceeded"  # nats-server ErrTooManyConnections
 
 
 @dataclass
@@ -72,7 +72,6 @@ class ServerOptions:
     max_connections: int = MAX_CONNECTIONS_DEFAULT
     max_pending: int = MAX_PENDING_BYTES_DEFAULT
     max_control_line: int = MAX_CONTROL_LINE_BYTES_DEFAULT
-    write_deadline_s: float = WRITE_DEADLINE_S_DEFAULT
     # cluster { authorization { ... } tls { ... } }: what peers must present on the route port
     route_auth: RouteAuthConfig = field(default_factory=RouteAuthConfig)
     route_tls: TLSConfig | None = None
@@ -130,6 +129,7 @@ class Server:
         self._next_cid = 0
         self._stopped = asyncio.Event()
         self.port = opts.port
+        self.slow_consumers = 0
 
     def info(self, cid: int) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -162,7 +162,14 @@ class Server:
             cid,
             ping_interval_s=opts.ping_interval_s,
             pings_outstanding_max=opts.ping_max,
+            max_pending=opts.max_pending,
+            max_control_line=opts.max_control_line,
+            on_slow_consumer=self._count_slow_consumer,
         )
+        if len(self._conns) >= opts.max_connections:
+            # nats-server sends its INFO, then this error, and closes
+            conn.refuse_at_connect(ERR_MAX_CONNECTIONS)
+            return conn
         self._conns[cid] = conn
         conn.on_close.append(lambda c: self._conns.pop(c.cid, None))
         return conn
@@ -186,6 +193,9 @@ class Server:
             await self.monitor.start()
         log.info("Listening for client connections on %s:%d", self.opts.host, self.port)
         log.info("Server is ready (name=%s, store_dir=%s)", self.name, self.opts.store_dir)
+
+    def _count_slow_consumer(self) -> None:
+        self.slow_consumers += 1
 
     def request_stop(self) -> None:
         self._stopped.set()
@@ -225,6 +235,10 @@ class Server:
             "port": self.port,
             "max_payload": self.opts.max_payload,
             "connections": len(self._conns),
+            "max_connections": self.opts.max_connections,
+            "max_pending": self.opts.max_pending,
+            "max_control_line": self.opts.max_control_line,
+            "slow_consumers": self.slow_consumers,
             "in_msgs": self.router.in_msgs,
             "out_msgs": self.router.out_msgs,
             "subscriptions": self.router.sublist.count(),

@@ -23,6 +23,7 @@ from typing import Any
 
 from protocol.gojson import encode_str, go_quote
 from protocol.parser import (
+    MAX_CONTROL_LINE_BYTES_DEFAULT,
     ClientParser,
     Connect,
     Ping,
@@ -301,10 +302,15 @@ def _merge_connect_options(opts: dict[str, Any], given: dict[str, Any]) -> None:
 class ClientSession:
     """One client connection's protocol state. Feed bytes, drain actions in order."""
 
-    def __init__(self, info: dict[str, Any], max_payload: int) -> None:
+    def __init__(
+        self,
+        info: dict[str, Any],
+        max_payload: int,
+        max_control_line: int = MAX_CONTROL_LINE_BYTES_DEFAULT,
+    ) -> None:
         self._info = info
         self._server_headers = bool(info.get("headers", True))
-        self._parser = ClientParser(max_payload=max_payload)
+        self._parser = ClientParser(max_payload=max_payload, max_control_line=max_control_line)
         self._parser.headers_enabled = False  # until a CONNECT asks for headers
         self._actions: deque[Action] = deque()
         self._opts: dict[str, Any] = dict(_DEFAULT_OPTS)

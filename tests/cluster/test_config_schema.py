@@ -12,6 +12,7 @@ import pytest
 from cluster.cli import options_from
 from cluster.config_file import ConfigError, parse_config
 from cluster.config_schema import check_config
+from cluster.security_config import client_auth_from
 from protocol.auth_config import ResponsePermission, SubjectPermission
 
 START_TIMEOUT_S = 60
@@ -42,7 +43,10 @@ def _options(tmp_path: Path, text: str) -> object:
         ("accounts {\n  A { users: [] }\n}\n", "line 1: 'accounts' is not supported"),
         ("operator: /x.jwt\n", "'operator' is not supported"),
         ("leafnodes { port: 7422 }\n", "'leafnodes' is not supported"),
-        ("authorization { users: [ { user: a, account: B } ] }\n", "users\\[0\\].account' is not supported"),
+        (
+            "authorization { users: [ { user: a, account: B } ] }\n",
+            "users\\[0\\].account' is not supported",
+        ),
         ("tls {\n  cert_file: a\n  cipher_suites: [x]\n}\n", "line 3: unknown field"),
     ],
 )
@@ -72,7 +76,12 @@ def test_keys_compare_case_insensitively_like_nats_server() -> None:
         ("tls { cert_file: /nonexistent/c.pem, key_file: /nonexistent/k.pem }\n", "no such file"),
         ("https_port: 8443\n", "https_port needs TLS"),
         ("cluster { name: c, authorization { timeout: 1 } }\n", "needs user/password or token"),
-        ("write_deadline: 0s\n", "write_deadline must be positive"),
+        ("write_deadline: 2s\n", "write_deadline is not supported yet"),
+        ("authorization { user: a, password: b }\n", "client authorization .* not supported yet"),
+        (
+            "authorization { users: [ { user: a, password: b } ] }\nno_auth_user: a\n",
+            "client authorization .* not supported yet",
+        ),
     ],
 )
 def test_settings_that_cannot_work_stop_the_server(tmp_path: Path, text: str, message: str) -> None:
@@ -80,24 +89,43 @@ def test_settings_that_cannot_work_stop_the_server(tmp_path: Path, text: str, me
         _options(tmp_path, text)
 
 
-def test_security_and_limit_blocks_become_options(tmp_path: Path) -> None:
-    opts = _options(
-        tmp_path,
+def test_authorization_block_parses_fully(tmp_path: Path) -> None:
+    """Checked key by key now, so a config written for nats-server fails precisely; the server
+    refuses it until client authorization is built (see the refusal cases above)."""
+    conf = parse_config(
         """
         authorization {
           timeout: "3s"
           default_permissions { publish: "pub.>", subscribe { deny: ["secret.>"] } }
           users: [
-            { user: alice, password: "$2a$11$abcdefghijklmnopqrstuu6i0Jq8lhN0V9lO0Yb1C0jK9Zb8XyZ1q" }
+            { user: alice,
+              password: "$2a$11$abcdefghijklmnopqrstuu6i0Jq8lhN0V9lO0Yb1C0jK9Zb8XyZ1q" }
             { user: bob, password: pw, permissions { publish { allow: ["a", "b.*"], deny: "b.x" }
                                                      allow_responses { max: 3, expires: "5s" } } }
           ]
         }
         no_auth_user: bob
+        """
+    )
+    check_config(conf)
+    auth = client_auth_from(conf)
+    assert auth.enabled and auth.timeout_s == 3.0 and auth.no_auth_user == "bob"
+    alice, bob = auth.users
+    assert alice.password.startswith("$2a$") and alice.permissions is None
+    assert auth.default_permissions is not None and bob.permissions is not None
+    assert auth.default_permissions.publish == SubjectPermission(allow=("pub.>",))
+    assert auth.default_permissions.subscribe == SubjectPermission(deny=("secret.>",))
+    assert bob.permissions.publish == SubjectPermission(allow=("a", "b.*"), deny=("b.x",))
+    assert bob.permissions.allow_responses == ResponsePermission(max_msgs=3, expires_s=5.0)
+
+
+def test_limit_and_route_blocks_become_options(tmp_path: Path) -> None:
+    opts = _options(
+        tmp_path,
+        """
         max_connections: 10
         max_pending: 1MB
         max_control_line: 512
-        write_deadline: "2s"
         cluster {
           name: c
           listen: 127.0.0.1:6222
@@ -106,20 +134,11 @@ def test_security_and_limit_blocks_become_options(tmp_path: Path) -> None:
         server_name: n1
         """,
     )
-    auth = opts.client_auth  # type: ignore[attr-defined]
-    assert auth.enabled and auth.timeout_s == 3.0 and auth.no_auth_user == "bob"
-    alice, bob = auth.users
-    assert alice.password.startswith("$2a$") and alice.permissions is None
-    assert auth.default_permissions.publish == SubjectPermission(allow=("pub.>",))
-    assert auth.default_permissions.subscribe == SubjectPermission(deny=("secret.>",))
-    assert bob.permissions.publish == SubjectPermission(allow=("a", "b.*"), deny=("b.x",))
-    assert bob.permissions.allow_responses == ResponsePermission(max_msgs=3, expires_s=5.0)
     assert (opts.max_connections, opts.max_pending, opts.max_control_line) == (  # type: ignore[attr-defined]
         10,
         1024 * 1024,
         512,
     )
-    assert opts.write_deadline_s == 2.0  # type: ignore[attr-defined]
     route = opts.route_auth  # type: ignore[attr-defined]
     assert (route.user, route.password, route.timeout_s) == ("route", "secret", 0.5)
 
@@ -132,10 +151,11 @@ def test_cluster_flag_with_user_info_sets_route_credentials() -> None:
     assert (opts.cluster_host, opts.cluster_port) == ("127.0.0.1", 7000)
 
 
-def test_client_auth_flags() -> None:
-    opts = options_from(_args(user="u", password="p"))
-    assert [(u.user, u.password) for u in opts.client_auth.users] == [("u", "p")]
-    assert options_from(_args(auth="tok")).client_auth.token == "tok"
+def test_client_auth_flags_are_refused_until_built() -> None:
+    with pytest.raises(SystemExit, match="not supported yet"):
+        options_from(_args(user="u", password="p"))
+    with pytest.raises(SystemExit, match="not supported yet"):
+        options_from(_args(auth="tok"))
     with pytest.raises(SystemExit, match="--pass needs --user"):
         options_from(_args(password="p"))
 
