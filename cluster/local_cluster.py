@@ -16,6 +16,7 @@ import argparse
 import http.client
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -575,6 +576,28 @@ def format_status(status: dict[str, Any]) -> str:
 # up, down, run
 
 
+ROUTE_AUTH_FILE = "route-auth.conf"
+ROUTE_USER = "jetraft"
+ROUTE_SECRET_BYTES = 32
+
+
+def route_auth_config(directory: Path) -> Path:
+    """The cluster's route credentials as a config file only the owner can read, made once per
+    cluster directory: nodes accept only peers that present them (not on the command line,
+    where `ps` would show them)."""
+    path = directory / ROUTE_AUTH_FILE
+    if not path.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        secret = secrets.token_urlsafe(ROUTE_SECRET_BYTES)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(
+                "# route credentials of this local cluster (made by jetraft cluster up)\n"
+                f'cluster {{ authorization {{ user: {ROUTE_USER}, password: "{secret}" }} }}\n'
+            )
+    return path
+
+
 def node_argv(info: ClusterInfo, record: NodeRecord) -> list[str]:
     """``jetraft server`` for one node; every node routes to every cluster URL, its own too."""
     plan = record.plan
@@ -599,6 +622,8 @@ def node_argv(info: ClusterInfo, record: NodeRecord) -> list[str]:
         plan.cluster_url,
         "--routes",
         info.route_urls,
+        "-c",
+        str(route_auth_config(info.directory)),
     ]
 
 

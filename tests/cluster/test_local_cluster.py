@@ -6,6 +6,7 @@ one of them by pid, also when an assertion fails.
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import signal
@@ -20,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster import local_cluster
+from cluster import cli, local_cluster
 from cluster.cli import main
 from cluster.local_cluster import (
     CLUSTER_FILE,
@@ -29,6 +30,7 @@ from cluster.local_cluster import (
     MAX_PORT,
     MONITOR_PORT_OFFSET,
     PID_FILE,
+    ROUTE_AUTH_FILE,
     ClusterError,
     ClusterInfo,
     NodeRecord,
@@ -168,7 +170,22 @@ def test_every_node_routes_to_every_cluster_url(tmp_path: Path) -> None:
         "--cluster_name": "jetraft",
         "--cluster": "nats://127.0.0.1:32001",
         "--routes": "nats://127.0.0.1:32000,nats://127.0.0.1:32001,nats://127.0.0.1:32002",
+        "-c": str(tmp_path / ROUTE_AUTH_FILE),
     }
+
+
+def test_the_local_cluster_has_route_credentials_only_its_owner_reads(tmp_path: Path) -> None:
+    info = ClusterInfo.planned(tmp_path, 3, 30000, "jetraft")
+    conf = Path(node_argv(info, info.nodes[0])[-1])
+    assert conf.stat().st_mode & 0o777 == 0o600
+    text = conf.read_text()
+    assert "authorization" in text and "password" in text
+    # every node gets the same file; a second `up` in the same directory keeps the secret
+    assert node_argv(info, info.nodes[2])[-1] == str(conf) and conf.read_text() == text
+    parser = argparse.ArgumentParser(prog="jetraft")
+    cli._server_parser(parser.add_subparsers(dest="command", required=True))
+    opts = cli.options_from(parser.parse_args(["server", *node_argv(info, info.nodes[0])[4:]]))
+    assert opts.route_auth.enabled and len(opts.route_auth.password) >= 32
 
 
 def test_status_table_tolerates_missing_keys() -> None:

@@ -1,4 +1,4 @@
-"""Monitoring survives hostile requests: oversize lines get 431, malformed ones 400, no traceback."""
+"""Monitoring survives hostile requests: oversize lines get 431, malformed 400, no traceback."""
 
 from __future__ import annotations
 
