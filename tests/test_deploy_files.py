@@ -122,6 +122,7 @@ def test_conf_file_is_accepted_by_jetraft(path: Path) -> None:
     assert (opts.cluster_host, opts.cluster_port) == ("0.0.0.0", CLUSTER_PORT)
     assert opts.routes == conf["cluster"]["routes"]
     assert str(opts.store_dir) == conf["jetstream"]["store_dir"]
+    assert opts.route_auth.enabled, "deployments ship with route authorization on"
 
 
 @pytest.mark.parametrize("set_name", list(NODE_SETS))
@@ -484,6 +485,15 @@ def test_k8s_statefulset_runs_a_raft_cluster() -> None:
         )
     )
     assert env.get("POD_NAME") == "metadata.name"
+    secrets = dict(
+        re.findall(
+            r"-\s*name:\s*(\w+)\s*\n\s*valueFrom:\s*\n\s*secretKeyRef:\s*\n"
+            r"\s*name:\s*(\S+)",
+            sts,
+        )
+    )
+    assert secrets.get("JETRAFT_ROUTE_PASSWORD") == "jetraft-routes", "route password from a Secret"
+    env.update(secrets)
     args = _flow_list(sts, "args")
     used = set(re.findall(r"\$\((\w+)\)", " ".join(args)))
     assert used <= set(env), f"Kubernetes leaves undeclared $(VAR) unexpanded: {used - set(env)}"
