@@ -47,7 +47,7 @@ from cluster.router import Router, Subscription
 from cluster.routes import RouteManager
 from engine.batch import BatchLimits
 from engine.entries import UpdateConfigEntry
-from engine.filestore import FileStore
+from engine.filestore import FileStore, segment_bytes_for
 from engine.memstore import MemoryStore
 from engine.msg_get import answer_msg_get, parse_msg_get_request
 from engine.state_transfer import TransferError, resume_request
@@ -203,7 +203,11 @@ class ClusteredJetStream(JetStream):
         stream_dir.mkdir(parents=True, exist_ok=True)
         store: MessageStore
         if cfg.storage == "file":
-            store = FileStore(stream_dir / MSGS_DIR, meta_commits=True)
+            store = FileStore(
+                stream_dir / MSGS_DIR,
+                meta_commits=True,
+                segment_bytes_max=segment_bytes_for(cfg.max_bytes),
+            )
             damaged = store.corrupt_records()
             if damaged:
                 # The replicas hold the same state: rebuild this one from the Raft log or, when
@@ -221,7 +225,11 @@ class ClusteredJetStream(JetStream):
                 log.warning("stream %s: starting the store over", cfg.name)
                 store.close()
                 shutil.rmtree(stream_dir / MSGS_DIR)
-                store = FileStore(stream_dir / MSGS_DIR, meta_commits=True)
+                store = FileStore(
+                    stream_dir / MSGS_DIR,
+                    meta_commits=True,
+                    segment_bytes_max=segment_bytes_for(cfg.max_bytes),
+                )
         else:
             store = MemoryStore()
         if self.apply_log is not None:

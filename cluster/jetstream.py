@@ -26,7 +26,7 @@ from cluster.router import Router
 from cluster.stream_host import StreamHost
 from engine.batch import BatchLimits
 from engine.entries import DeleteMsgEntry, PurgeEntry, UpdateConfigEntry
-from engine.filestore import FileStore
+from engine.filestore import FileStore, segment_bytes_for
 from engine.memstore import MemoryStore
 from engine.msg_get import answer_msg_get, parse_msg_get_request
 from engine.store import MessageStore
@@ -115,7 +115,11 @@ class JetStream:
     def _open_stream(self, cfg: StreamConfig, stream_dir: Path, created_ns: int) -> StreamHost:
         store: MessageStore
         if cfg.storage == "file":
-            store = FileStore(stream_dir / MSGS_DIR, meta_commits=True)
+            store = FileStore(
+                stream_dir / MSGS_DIR,
+                meta_commits=True,
+                segment_bytes_max=segment_bytes_for(cfg.max_bytes),
+            )
         else:
             store = MemoryStore()
         stream = Stream(cfg, store, created_ns)

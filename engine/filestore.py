@@ -85,6 +85,23 @@ from engine.records import RecordType, WalkedRecord, WalkStop
 from engine.store import CorruptRecord, StoredMsg
 
 SEGMENT_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
+SEGMENT_BYTES_MIN = 64 * 1024
+SEGMENT_BYTES_ALIGN = 4096
+# a stream limited by max_bytes gets segments of a quarter of it (as nats-server sizes its blocks
+# from the limits): space comes back a segment at a time, so disk use stays within about
+# max_bytes plus two segments (the active one and one partly expired), not max_bytes + 64 MiB
+SEGMENTS_PER_MAX_BYTES = 4
+
+
+def segment_bytes_for(max_bytes: int) -> int:
+    """The segment size for a stream whose ``max_bytes`` limit is given (<= 0: no limit)."""
+    if max_bytes <= 0:
+        return SEGMENT_BYTES_MAX_DEFAULT
+    size = -(-max_bytes // SEGMENTS_PER_MAX_BYTES)
+    size = -(-size // SEGMENT_BYTES_ALIGN) * SEGMENT_BYTES_ALIGN
+    return max(SEGMENT_BYTES_MIN, min(size, SEGMENT_BYTES_MAX_DEFAULT))
+
+
 SEGMENT_NAME_FORMAT = "seg-{:08d}.blk"
 _SEGMENT_NAME_RE = re.compile(r"^seg-(\d{8,})\.blk$")
 _OPEN_FLAGS = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
