@@ -10,6 +10,27 @@ Carried: this node's subscription interest (sent in full when a connection comes
 changes), messages forwarded by the router, Raft messages for every group, and catch-up frames.
 When a peer's connection drops, the interest learned from it is forgotten until it reconnects.
 
+Who may be a peer (docs/security.md):
+
+* Authentication: with ``cluster { authorization {} }`` the dialer's HELLO carries the user info
+  of the route URL it dials, else this node's own credentials (as nats-server does); the acceptor
+  compares them in constant time before anything else and closes the connection on a mismatch.
+* Until a HELLO was accepted a connection may send one frame of at most ``HELLO_BYTES_MAX``
+  bytes, and must do so within the handshake timeout (``authorization.timeout``, 2 s by default,
+  also without authorization); any other frame, or silence, closes it.
+* Only configured peers: an accepted HELLO must name a node this node reached by dialing its own
+  configured route URLs (``RouteManager.resolved``). Others are answered with our HELLO (a real
+  peer not dialed yet learns our name) and disconnected; their dial loop retries.
+* A second accepted link claiming a connected peer's name replaces the old one only after it
+  passed the same checks: with authorization on, a forged HELLO is refused before it can touch
+  the existing link. Without authorization there is no identity to check, and the newest link
+  wins (a restarted peer must replace its half-open predecessor); a cluster port beyond loopback
+  without authorization (or TLS verify) is warned about at start.
+* TLS (``cluster { tls {} }``): accepted connections are upgraded with ``start_tls`` so a failed
+  handshake (a plain-TCP peer, a missing or untrusted client certificate) is logged with the
+  peer's address; a plain port that receives a TLS handshake says so too. Mixed TLS and plain
+  nodes never connect.
+
 Must never: block the loop, or let a peer's bad frame take anything down but that connection.
 """
 
@@ -29,6 +50,7 @@ from cluster.router import Router
 from cluster.security_config import RouteAuthConfig, TLSConfig, route_url_credentials
 from protocol.route_frames import (
     FRAME_BYTES_MAX,
+    FRAME_HEADER,
     HELLO_BYTES_MAX,
     ROUTE_PROTOCOL_VERSION,
     FrameError,
@@ -62,6 +84,26 @@ def _same(link: _Link) -> _Link:
     return link
 
 
+# a TLS record of type handshake (0x16), major version 3: what a TLS client sends first
+TLS_HANDSHAKE_START = b"\x16\x03"
+
+
+def _tls_hint(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None) or ""
+    if reason in {
+        "WRONG_VERSION_NUMBER",
+        "HTTP_REQUEST",
+        "UNKNOWN_PROTOCOL",
+        "RECORD_LAYER_FAILURE",
+    }:
+        return " (the peer is not speaking TLS: configure cluster { tls {} } on every node)"
+    if reason in {"PEER_DID_NOT_RETURN_A_CERTIFICATE", "CERTIFICATE_VERIFY_FAILED"} or (
+        "certificate" in str(exc).lower()
+    ):
+        return " (the peer's certificate is missing or not signed by ca_file)"
+    return ""
+
+
 class _Link(asyncio.Protocol):
     """One TCP connection on the cluster port, dialed or accepted."""
 
@@ -74,6 +116,11 @@ class _Link(asyncio.Protocol):
         # an accepted connection is read a HELLO at a time until it authenticated
         self.reader = FrameReader(FRAME_BYTES_MAX if dialed else HELLO_BYTES_MAX)
         self._handshake_timer: asyncio.TimerHandle | None = None
+        self._tls_task: asyncio.Task[None] | None = None
+        # TLS data that arrived before start_tls returned the TLS transport to answer on
+        self._early: bytearray | None = None
+        self._address_text = url
+        self._lost = False
         self.hello = asyncio.get_running_loop().create_future()
         self.closed = asyncio.get_running_loop().create_future()
 
@@ -83,18 +130,55 @@ class _Link(asyncio.Protocol):
         if self.dialed:
             self.send(FrameKind.HELLO, self.mgr.hello_body(self.url))
         else:
-            self._handshake_timer = asyncio.get_running_loop().call_later(
+            self._address_text = self._address()
+            loop = asyncio.get_running_loop()
+            self._handshake_timer = loop.call_later(
                 self.mgr.auth.timeout_s, self._handshake_expired
             )
+            if self.mgr.server_ssl is not None:
+                # nothing may be read before the TLS layer is in place
+                self.transport.pause_reading()
+                self._early = bytearray()
+                self._tls_task = loop.create_task(self._start_tls(self.mgr.server_ssl))
+
+    async def _start_tls(self, ctx: ssl.SSLContext) -> None:
+        raw = self.transport
+        assert raw is not None and self.mgr.tls is not None
+        try:
+            tls = await asyncio.get_running_loop().start_tls(
+                raw, self, ctx, server_side=True, ssl_handshake_timeout=self.mgr.tls.timeout_s
+            )
+        except (OSError, TimeoutError, ConnectionError, ValueError) as exc:
+            log.warning(
+                "route from %s: TLS handshake failed, closing: %s%s",
+                self._address_text,
+                exc or type(exc).__name__,
+                _tls_hint(exc),
+            )
+            raw.abort()
+            self.connection_lost(None)  # the TLS layer never reported the connection to us
+            return
+        if tls is None:  # closed while the handshake ran
+            self.connection_lost(None)
+            return
+        self.transport = tls
+        early, self._early = self._early, None
+        if early:
+            self.data_received(bytes(early))
 
     def _handshake_expired(self) -> None:
         if self.peer is None and self.transport is not None:
-            log.warning("route from %s: no valid HELLO in time, closing", self._address())
+            log.warning("route from %s: no valid HELLO in time, closing", self._address_text)
             self.transport.abort()
 
     def _address(self) -> str:
         peer = self.transport.get_extra_info("peername") if self.transport is not None else None
         return f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    def _who(self) -> str:
+        if self.dialed:
+            return f"to {self.peer or self.url}"
+        return f"from {self.peer or self._address_text}"
 
     def send(self, kind: FrameKind, body: Any) -> bool:
         t = self.transport
@@ -108,16 +192,34 @@ class _Link(asyncio.Protocol):
         return True
 
     def data_received(self, data: bytes) -> None:
+        if self._early is not None:
+            self._early += data
+            if len(self._early) > HELLO_BYTES_MAX + FRAME_HEADER.size and self.transport:
+                self.transport.abort()
+            return
+        if self.peer is None and not self.dialed and data[:2] == TLS_HANDSHAKE_START:
+            if self.mgr.server_ssl is None and self.reader.buffered == 0:
+                log.warning(
+                    "route from %s: the peer starts a TLS handshake but this node's cluster "
+                    "port has no tls configured; closing (configure cluster { tls {} } on "
+                    "every node or on none)",
+                    self._address_text,
+                )
+                if self.transport is not None:
+                    self.transport.abort()
+                return
         try:
             frames = self.reader.feed(data)
             for kind, body in frames:
+                if self.transport is None or self.transport.is_closing():
+                    return  # refused: nothing after the refusal is looked at
                 self._on_frame(kind, body)
         except ValueError as exc:  # FrameError, RaftMessageError: the peer's fault, no traceback
-            log.warning("route %s: bad frame, closing: %s", self.peer, exc)
+            log.warning("route %s: bad frame, closing: %s", self._who(), exc)
             if self.transport is not None:
                 self.transport.abort()
         except (TypeError, KeyError, IndexError) as exc:
-            log.warning("route %s: bad frame, closing: %r", self.peer, exc, exc_info=True)
+            log.warning("route %s: bad frame, closing: %r", self._who(), exc, exc_info=True)
             if self.transport is not None:
                 self.transport.abort()
 
@@ -150,6 +252,13 @@ class _Link(asyncio.Protocol):
         name = body.get("name")
         if type(name) is not str or not name:
             raise FrameError("HELLO without a name")
+        if not self.dialed and not self.mgr.credentials_ok(body):  # before anything else
+            log.warning(
+                "route from %s as %r: authorization violation, closing", self._address_text, name
+            )
+            if self.transport is not None:
+                self.transport.abort()
+            return
         if body.get("cluster") != self.mgr.cluster_name:
             log.error(
                 "route: peer %s is in cluster %r, not %r; closing",
@@ -165,16 +274,18 @@ class _Link(asyncio.Protocol):
             if not self.hello.done():
                 self.hello.set_result(name)
             return
-        if not self.mgr.credentials_ok(body):
-            raise FrameError(f"route from {self._address()} as {name!r}: authorization violation")
         if self._handshake_timer is not None:
             self._handshake_timer.cancel()
         # the reply tells an authenticated dialer who we are, so it accepts our own dial next
         self.send(FrameKind.HELLO, self.mgr.hello_body())
         if not self.mgr.is_configured_peer(name):
-            log.warning(
+            # a real peer is refused like this until we dialed it: warn once per name
+            level = logging.DEBUG if name in self.mgr.refused_names else logging.WARNING
+            self.mgr.refused_names.add(name)
+            log.log(
+                level,
                 "route from %s as %r: not a node of the configured routes (yet); closing",
-                self._address(),
+                self._address_text,
                 name,
             )
             if self.transport is not None:
@@ -187,6 +298,9 @@ class _Link(asyncio.Protocol):
             self.hello.set_result(name)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._lost:
+            return
+        self._lost = True
         if self._handshake_timer is not None:
             self._handshake_timer.cancel()
         if not self.dialed and self.peer is not None:
@@ -228,6 +342,10 @@ class RouteManager:
         self._in: dict[str, _Link] = {}
         self.known_peers: set[str] = set()
         self._server: asyncio.Server | None = None
+        self.server_ssl: ssl.SSLContext | None = None
+        self.refused_names: set[str] = set()
+        # route URL -> the last dial failure logged, so a peer that stays down is logged once
+        self._dial_problem: dict[str, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
         # route URL -> the name of the node behind it (this node's own name for its own URL)
@@ -312,14 +430,10 @@ class RouteManager:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        server_ssl = self._server_ssl()
+        # accepted connections are upgraded by each link (start_tls), so failures are logged
+        self.server_ssl = self._server_ssl()
         self._server = await loop.create_server(
-            lambda: _Link(self, dialed=False),
-            self.host,
-            self.port,
-            reuse_address=True,
-            ssl=server_ssl,
-            ssl_handshake_timeout=self.tls.timeout_s if self.tls is not None else None,
+            lambda: _Link(self, dialed=False), self.host, self.port, reuse_address=True
         )
         self._warn_if_open()
         self.port = self._server.sockets[0].getsockname()[1]
@@ -360,13 +474,14 @@ class RouteManager:
                 await loop.create_connection(functools.partial(_same, link), host, port, **tls_args)
                 peer = await asyncio.wait_for(link.hello, HELLO_TIMEOUT_S)
             except (OSError, TimeoutError, ConnectionError) as exc:
-                if isinstance(exc, ssl.SSLError):
-                    log.warning("route to %s: TLS handshake failed: %s", host, exc)
+                self._dial_failed(url, link, exc)
                 if link.transport is not None:
                     link.transport.abort()
                 await asyncio.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, RECONNECT_DELAY_MAX_S)
                 continue
+            if self._dial_problem.pop(url, None) is not None:
+                log.info("route to %s: connected again", url)
             self.resolved[url] = peer
             if len(self.resolved) >= len(self.route_urls):
                 self.all_resolved.set()
@@ -381,6 +496,26 @@ class RouteManager:
             self._outbound_down(peer, link)
             if not self._closing:
                 await asyncio.sleep(RECONNECT_DELAY_MIN_S)
+
+    def _dial_failed(self, url: str, link: _Link, exc: BaseException) -> None:
+        """Log why dialing ``url`` failed, once until it changes: a peer that is down is
+        retried every second and must not flood the log."""
+        shown = parse_route_url(url)
+        where = f"{shown[0]}:{shown[1]}"
+        if isinstance(exc, ssl.SSLError | ssl.CertificateError):
+            problem = f"TLS handshake failed: {exc}{_tls_hint(exc)}"
+        elif link.transport is not None and isinstance(exc, ConnectionError | TimeoutError):
+            # connected, then closed (or silent) before the peer's HELLO: it refused us
+            problem = (
+                "the peer closed the connection before answering HELLO (route credentials, "
+                "cluster tls or the peer's configured routes differ?)"
+            )
+        else:
+            problem = f"cannot connect: {exc or type(exc).__name__}"
+        if self._dial_problem.get(url) != problem:
+            self._dial_problem[url] = problem
+            level = logging.DEBUG if problem.startswith("cannot connect") else logging.WARNING
+            log.log(level, "route to %s: %s", where, problem)
 
     def _outbound_up(self, peer: str, link: _Link) -> None:
         old = self._out.get(peer)

@@ -65,6 +65,11 @@ class FrameReader:
         # before a peer authenticated only a small HELLO is accepted (HELLO_BYTES_MAX)
         self.frame_bytes_max = frame_bytes_max
 
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet part of a complete frame."""
+        return len(self._buf)
+
     def feed(self, data: bytes) -> list[tuple[FrameKind, Any]]:
         buf = self._buf
         buf += data

@@ -1,0 +1,214 @@
+"""The route handshake on one accepted or dialed link, driven through a fake transport: what is
+read before a peer authenticated, which HELLO is accepted, and what the dialer presents."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import pytest
+
+from cluster.router import Router
+from cluster.routes import RouteManager, _Link
+from cluster.security_config import RouteAuthConfig
+from protocol.route_frames import (
+    FRAME_BYTES_MAX,
+    FRAME_HEADER,
+    HELLO_BYTES_MAX,
+    FrameKind,
+    FrameReader,
+    encode_frame,
+)
+
+AUTH = RouteAuthConfig(user="route", password="s3cret", timeout_s=0.2)
+PEER_URL = "nats://127.0.0.1:7001"
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.written = bytearray()
+        self.aborted = False
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.aborted or self.closed
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def get_extra_info(self, name: str) -> Any:
+        return ("192.0.2.7", 40000) if name == "peername" else None
+
+    def pause_reading(self) -> None:
+        pass
+
+    def frames(self) -> list[tuple[FrameKind, Any]]:
+        return FrameReader().feed(bytes(self.written))
+
+
+class FakeRouter:
+    def __init__(self) -> None:
+        self.delivered: list[list[Any]] = []
+        self.dropped: list[str] = []
+
+    def deliver_routed(self, *args: Any) -> None:
+        self.delivered.append(list(args))
+
+    def drop_peer(self, peer: str) -> None:
+        self.dropped.append(peer)
+
+
+def _manager(auth: RouteAuthConfig | None = AUTH) -> tuple[RouteManager, FakeRouter]:
+    router = FakeRouter()
+    mgr = RouteManager("n0", "c", "127.0.0.1", 0, [PEER_URL], cast(Router, router), auth=auth)
+    mgr.resolved[PEER_URL] = "n1"  # learned by dialing the configured route
+    return mgr, router
+
+
+def _accepted(mgr: RouteManager) -> tuple[_Link, FakeTransport]:
+    link = _Link(mgr, dialed=False)
+    transport = FakeTransport()
+    link.connection_made(cast(asyncio.Transport, transport))
+    return link, transport
+
+
+def _hello(name: str = "n1", **creds: Any) -> bytes:
+    return encode_frame(FrameKind.HELLO, {"v": 1, "name": name, "cluster": "c", **creds})
+
+
+def _msg() -> bytes:
+    return encode_frame(FrameKind.MSG, ["injected", None, None, b"evil", True, []])
+
+
+GOOD = {"user": "route", "pass": "s3cret"}
+
+
+async def test_an_accepted_link_reads_only_a_hello_sized_frame_before_auth() -> None:
+    mgr, _ = _manager()
+    link, transport = _accepted(mgr)
+    # a header announcing 10 MB: refused on the header, nothing of the body is kept
+    link.data_received(FRAME_HEADER.pack(10_000_000, FrameKind.HELLO) + b"x" * 60_000)
+    assert transport.aborted
+    assert link.peer is None
+    assert link.reader.buffered <= 60_000 + FRAME_HEADER.size
+    # the limit is exactly HELLO_BYTES_MAX
+    link, transport = _accepted(mgr)
+    link.data_received(FRAME_HEADER.pack(HELLO_BYTES_MAX + 1, FrameKind.HELLO))
+    assert transport.aborted
+    link, transport = _accepted(mgr)
+    link.data_received(FRAME_HEADER.pack(HELLO_BYTES_MAX, FrameKind.HELLO))
+    assert not transport.aborted
+
+
+@pytest.mark.parametrize("kind", [k for k in FrameKind if k != FrameKind.HELLO])
+async def test_any_frame_but_hello_before_auth_closes_the_link(kind: FrameKind) -> None:
+    mgr, router = _manager()
+    link, transport = _accepted(mgr)
+    link.data_received(encode_frame(kind, ["x", None, None, b"", True, []]))
+    assert transport.aborted
+    assert router.delivered == []
+
+
+@pytest.mark.parametrize(
+    "creds",
+    [{}, {"user": "route", "pass": "wrong"}, {"user": "other", "pass": "s3cret"}, {"token": "x"}],
+    ids=["none", "wrong-pass", "wrong-user", "token"],
+)
+async def test_wrong_credentials_close_before_anything_else(creds: dict[str, str]) -> None:
+    mgr, router = _manager()
+    link, transport = _accepted(mgr)
+    link.data_received(_hello(**creds) + _msg())
+    assert transport.aborted
+    assert transport.written == b"", "no HELLO answer to an unauthenticated peer"
+    assert link.peer is None and router.delivered == []
+    assert "n1" not in mgr._in
+
+
+async def test_right_credentials_and_a_configured_name_make_a_peer() -> None:
+    mgr, router = _manager()
+    link, transport = _accepted(mgr)
+    link.data_received(_hello(**GOOD))
+    assert not transport.is_closing()
+    assert link.peer == "n1" and mgr._in["n1"] is link
+    assert link.reader.frame_bytes_max == FRAME_BYTES_MAX
+    assert [k for k, _ in transport.frames()] == [FrameKind.HELLO]
+    link.data_received(_msg())
+    assert router.delivered == [["injected", None, None, b"evil", True, []]]
+
+
+async def test_an_unknown_name_is_answered_and_closed() -> None:
+    mgr, _ = _manager()
+    link, transport = _accepted(mgr)
+    link.data_received(_hello("stranger", **GOOD))
+    assert transport.closed and link.peer is None
+    assert "stranger" not in mgr._in
+    # our own name is no peer either
+    link, transport = _accepted(mgr)
+    link.data_received(_hello("n0", **GOOD))
+    assert transport.closed and link.peer is None
+
+
+async def test_a_forged_hello_does_not_replace_a_connected_peer() -> None:
+    mgr, router = _manager()
+    real, real_transport = _accepted(mgr)
+    real.data_received(_hello(**GOOD))
+    for _ in range(50):
+        link, transport = _accepted(mgr)
+        link.data_received(_hello())
+        assert transport.aborted
+    assert mgr._in["n1"] is real and not real_transport.is_closing()
+    assert router.dropped == []
+    # the real peer reconnecting (authenticated) replaces its old link
+    again, _ = _accepted(mgr)
+    again.data_received(_hello(**GOOD))
+    assert mgr._in["n1"] is again and real_transport.closed
+
+
+async def test_silence_is_closed_at_the_handshake_timeout() -> None:
+    for auth in (AUTH, RouteAuthConfig(timeout_s=0.2)):  # the deadline applies without auth too
+        mgr, _ = _manager(auth)
+        link, transport = _accepted(mgr)
+        await asyncio.sleep(0.4)
+        assert transport.aborted and link.peer is None
+
+
+async def test_a_tls_client_hello_on_a_plain_port_is_refused() -> None:
+    mgr, _ = _manager()
+    link, transport = _accepted(mgr)
+    link.data_received(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+    assert transport.aborted
+
+
+async def test_the_dialer_presents_url_credentials_else_its_own() -> None:
+    mgr, _ = _manager()
+    assert mgr.hello_body("nats://a:b%40c@h:1") == {
+        "v": 1,
+        "name": "n0",
+        "cluster": "c",
+        "user": "a",
+        "pass": "b@c",
+    }
+    own = mgr.hello_body("nats://h:1")
+    assert (own["user"], own["pass"]) == ("route", "s3cret")
+    token_mgr = RouteManager(
+        "n0", "c", "h", 0, [], cast(Router, FakeRouter()), auth=RouteAuthConfig(token="t")
+    )
+    assert token_mgr.hello_body("nats://h:1")["token"] == "t"
+    assert token_mgr.credentials_ok({"token": "t"})
+    assert not token_mgr.credentials_ok({"token": "u"})
+    assert not token_mgr.credentials_ok({"token": 1})
+    # the acceptor's answer carries no credentials
+    assert set(mgr.hello_body()) == {"v", "name", "cluster"}
+    # no authorization: anyone passes the credential check (the configured-name rule remains)
+    open_mgr, _ = _manager(None)
+    assert open_mgr.credentials_ok({})
+    assert "user" not in open_mgr.hello_body("nats://h:1")
