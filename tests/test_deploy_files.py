@@ -11,6 +11,13 @@ No YAML parser is installed in .venv (pyyaml is not a dependency), so compose.ya
 Kubernetes manifest are checked structurally on their text. Their command lines are written as
 flow sequences of double-quoted strings, which are JSON, and are parsed with json.
 
+Route TLS is on in every deployment, with certificate files that exist only on the machines
+(placeholders under ``/etc/jetraft/tls/``, made by ``deploy/tls/make-route-certs.sh``). The
+parser checks that TLS files exist; for those placeholder paths only, the checks here treat them
+as present (``_placeholder_tls_files_exist``). Config files that the command lines read with
+``-c`` inside a container are mapped back to the repository's file (compose bind mounts) or to
+the ConfigMap's text (Kubernetes).
+
 Must never: start docker, kubectl, systemd or a server; these checks read files only.
 """
 
@@ -50,6 +57,40 @@ STOP_GRACE_MIN_S = 30
 NOFILE_MIN = 10_000
 UNIT_CONF_PATH = "/etc/jetraft/%i.conf"
 NODE_FILE = re.compile(r"^node-(\d+)\.conf$")
+# where the deployments expect route certificates: placeholders, present only on real machines
+TLS_DIR = "/etc/jetraft/tls/"
+TLS_FILES = {TLS_DIR + name for name in ("route.pem", "route-key.pem", "ca.pem")}
+MAKE_CERTS = DEPLOY / "tls" / "make-route-certs.sh"
+
+
+@pytest.fixture(autouse=True)
+def _placeholder_tls_files_exist(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parser refuses TLS files that do not exist; the deployments' placeholder certificate
+    paths count as present here, and only they."""
+    real_is_file = Path.is_file
+
+    def is_file(self: Path) -> bool:
+        return str(self) in TLS_FILES or real_is_file(self)
+
+    monkeypatch.setattr(Path, "is_file", is_file)
+
+
+def _assert_route_security(opts: ServerOptions) -> None:
+    assert opts.route_auth.enabled, "deployments ship with route authorization on"
+    tls = opts.route_tls
+    assert tls is not None, "deployments ship with route TLS on"
+    assert tls.verify and not tls.insecure, "peers must present a certificate signed by the CA"
+    assert {str(tls.cert_file), str(tls.key_file), str(tls.ca_file)} == TLS_FILES
+
+
+def _mapped_config(argv: list[str], files: dict[str, Path]) -> list[str]:
+    """``argv`` with a container's ``-c PATH`` replaced by the file that is mounted there."""
+    out = list(argv)
+    for i, arg in enumerate(out[:-1]):
+        if arg in {"-c", "--config"}:
+            assert out[i + 1] in files, f"-c {out[i + 1]} is not mounted"
+            out[i + 1] = str(files[out[i + 1]])
+    return out
 
 
 def _jetraft_options(argv: list[str]) -> ServerOptions:
@@ -79,7 +120,7 @@ def _route_host(url: str) -> str:
 
 
 def _all_conf_files() -> list[Path]:
-    return sorted(DEPLOY.rglob("*.conf"))
+    return sorted(CONFIG_DIR.rglob("*.conf"))
 
 
 # --- node configs -------------------------------------------------------------------------------
@@ -122,7 +163,7 @@ def test_conf_file_is_accepted_by_jetraft(path: Path) -> None:
     assert (opts.cluster_host, opts.cluster_port) == ("0.0.0.0", CLUSTER_PORT)
     assert opts.routes == conf["cluster"]["routes"]
     assert str(opts.store_dir) == conf["jetstream"]["store_dir"]
-    assert opts.route_auth.enabled, "deployments ship with route authorization on"
+    _assert_route_security(opts)
 
 
 @pytest.mark.parametrize("set_name", list(NODE_SETS))
@@ -340,19 +381,41 @@ def _flow_list(block: str, key: str) -> list[str]:
     return value
 
 
+def _compose_bind_mounts(block: str) -> dict[str, Path]:
+    """Container path -> repository path of a service's ``./host:container[:ro]`` mounts."""
+    mounts = re.findall(r"^\s*-\s*(\./[^:\s]*):(/[^:\s]+)(?::ro)?\s*$", block, re.MULTILINE)
+    return {inside: (COMPOSE.parent / host).resolve() for host, inside in mounts}
+
+
+def _compose_env(arg: str) -> str:
+    """Compose's ``${VAR:?message}`` substitution, with a stand-in value for every VAR."""
+    return re.sub(r"\$\{(\w+)(?::?[?-][^}]*)?\}", lambda m: f"value-of-{m.group(1)}", arg)
+
+
+def _compose_options(block: str) -> ServerOptions:
+    command = _flow_list(block, "command")
+    # the route password must come from the environment, and compose must refuse to run without
+    assert any("${JETRAFT_ROUTE_PASSWORD:?" in arg for arg in command)
+    argv = [_compose_env(arg) for arg in command]
+    return _jetraft_options(_mapped_config(argv, _compose_bind_mounts(block)))
+
+
 def test_compose_has_three_nodes_routed_by_service_name() -> None:
     services = _compose_services()
     assert tuple(services) == COMPOSE_NODES
     expected_routes = [f"nats://{n}:{CLUSTER_PORT}" for n in COMPOSE_NODES]
     for name, block in services.items():
-        opts = _jetraft_options(_flow_list(block, "command"))
+        opts = _compose_options(block)
+        _assert_route_security(opts)
+        # the certificates directory is mounted where the TLS settings look for them
+        assert _compose_bind_mounts(block).get(TLS_DIR.rstrip("/")) == COMPOSE.parent / "tls"
         assert opts.server_name == name
         assert opts.clustered and opts.cluster_port == CLUSTER_PORT
         assert opts.cluster_name
         assert opts.routes == expected_routes
         assert (opts.host, opts.port, opts.http_port) == ("0.0.0.0", CLIENT_PORT, MONITOR_PORT)
         assert str(opts.store_dir) == _volume(), "the store must be on the image's volume"
-    names = {_jetraft_options(_flow_list(b, "command")).cluster_name for b in services.values()}
+    names = {_compose_options(b).cluster_name for b in services.values()}
     assert len(names) == 1
 
 
@@ -457,7 +520,51 @@ def test_k8s_services_headless_for_peers_and_one_for_clients() -> None:
         assert _field(_section(doc, "selector"), "app.kubernetes.io/name") == label.group(1)
 
 
-def test_k8s_statefulset_runs_a_raft_cluster() -> None:
+def _k8s_config_files(tmp_path: Path, sts: str) -> dict[str, Path]:
+    """Container path -> a copy of the ConfigMap file mounted there."""
+    files: dict[str, Path] = {}
+    for (kind, name), doc in _k8s_docs().items():
+        if kind != "ConfigMap":
+            continue
+        data = re.search(r"^data:\s*\n((?:  .*\n?|\s*\n)+)", doc, re.MULTILINE)
+        assert data, f"ConfigMap {name} without data"
+        entries = re.split(r"^  ([\w.-]+): \|\s*\n", data.group(1), flags=re.MULTILINE)[1:]
+        volume = re.search(
+            rf"-\s*name:\s*(\S+)\s*\n\s*configMap:\s*\n\s*name:\s*{re.escape(name)}\s*$",
+            sts,
+            re.MULTILINE,
+        )
+        assert volume, f"ConfigMap {name} is not a volume of the StatefulSet"
+        mount = re.search(
+            rf"-\s*name:\s*{re.escape(volume.group(1))}\s*\n\s*mountPath:\s*(\S+)", sts
+        )
+        assert mount, f"volume {volume.group(1)} is not mounted"
+        for key, text in zip(entries[::2], entries[1::2], strict=True):
+            copy = tmp_path / key
+            copy.write_text("\n".join(line[4:] for line in text.splitlines()) + "\n")
+            files[f"{mount.group(1)}/{key}"] = copy
+    return files
+
+
+def test_k8s_route_tls_certificates_come_from_a_secret() -> None:
+    _, sts = _statefulset()
+    volume = re.search(
+        r"-\s*name:\s*(\S+)\s*\n\s*secret:\s*\n\s*secretName:\s*(\S+)", sts, re.MULTILINE
+    )
+    assert volume and volume.group(2) == "jetraft-route-tls"
+    mount = re.search(rf"-\s*name:\s*{re.escape(volume.group(1))}\s*\n\s*mountPath:\s*(\S+)", sts)
+    assert mount and mount.group(1) == TLS_DIR.rstrip("/")
+
+
+def test_make_route_certs_script_is_posix_sh_and_documented() -> None:
+    text = MAKE_CERTS.read_text()
+    assert text.startswith("#!/bin/sh\n") and "set -eu" in text
+    for name in ("route.pem", "route-key.pem", "ca.pem"):
+        assert name in text
+    assert "deploy/tls/make-route-certs.sh" in README.read_text()
+
+
+def test_k8s_statefulset_runs_a_raft_cluster(tmp_path: Path) -> None:
     name, sts = _statefulset()
     assert int(_field(sts, "replicas")) == K8S_REPLICAS
     assert _field(sts, "podManagementPolicy") == "Parallel"
@@ -495,6 +602,7 @@ def test_k8s_statefulset_runs_a_raft_cluster() -> None:
     assert secrets.get("JETRAFT_ROUTE_PASSWORD") == "jetraft-routes", "route password from a Secret"
     env.update(secrets)
     args = _flow_list(sts, "args")
+    config_files = _k8s_config_files(tmp_path, sts)
     used = set(re.findall(r"\$\((\w+)\)", " ".join(args)))
     assert used <= set(env), f"Kubernetes leaves undeclared $(VAR) unexpanded: {used - set(env)}"
     namespace = "prod"
@@ -502,8 +610,9 @@ def test_k8s_statefulset_runs_a_raft_cluster() -> None:
     for ordinal in range(K8S_REPLICAS):
         pod = f"{name}-{ordinal}"
         subst = {var: (values[path] or pod) for var, path in env.items() if path in values}
-        argv = [_expand(a, subst) for a in args]
+        argv = _mapped_config([_expand(a, subst) for a in args], config_files)
         opts = _jetraft_options(argv)
+        _assert_route_security(opts)
         assert opts.server_name == pod
         assert opts.clustered and opts.cluster_port == CLUSTER_PORT and opts.cluster_name
         assert (opts.port, opts.http_port) == (CLIENT_PORT, MONITOR_PORT)
