@@ -152,7 +152,7 @@ class _Link(asyncio.Protocol):
             log.warning(
                 "route from %s: TLS handshake failed, closing: %s%s",
                 self._address_text,
-                exc or type(exc).__name__,
+                str(exc) or type(exc).__name__,
                 _tls_hint(exc),
             )
             raw.abort()
@@ -511,7 +511,7 @@ class RouteManager:
                 "cluster tls or the peer's configured routes differ?)"
             )
         else:
-            problem = f"cannot connect: {exc or type(exc).__name__}"
+            problem = f"cannot connect: {str(exc) or type(exc).__name__}"
         if self._dial_problem.get(url) != problem:
             self._dial_problem[url] = problem
             level = logging.DEBUG if problem.startswith("cannot connect") else logging.WARNING

@@ -10,7 +10,14 @@ the files under each node's store directory once the node is dead.
 Run directory layout it owns (``RUN/nodes/<name>/``): ``store/`` (the node's store dir),
 ``server.log`` (stdout+stderr, appended across restarts), ``log.jsonl`` (jetraft's apply log),
 ``sync-ledger`` (every fsync the node performed: ``<inode>\\t<size>\\t<path>``), ``faketime`` (the
-node's clock offset for libfaketime).
+node's clock offset for libfaketime), ``route-security.conf`` (jetraft: the node's route
+credentials and route TLS files, mode 0600). ``RUN/tls/`` holds the run's CA and the node
+certificate (for 127.0.0.1), made with trustme.
+
+jetraft clusters run as a deployment should (``route_security``, on by default): every node
+requires the run's route password (``cluster { authorization }``) and route TLS with verified
+certificates on both sides (``cluster { tls { verify: true } }``). The per-link TCP proxies pass
+the TLS bytes through unchanged, so partitions and delays work the same.
 
 Faults it implements for the nemeses:
 
@@ -45,6 +52,7 @@ import ctypes
 import json
 import os
 import random
+import secrets
 import signal
 import socket
 import subprocess
@@ -66,6 +74,8 @@ SYSTEMS: tuple[System, ...] = ("jetraft", "nats")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_NAME = "jepsen"
 NODE_NAME_PREFIX = "n"
+ROUTE_SECURITY_FILE = "route-security.conf"
+ROUTE_USER = "jepsen"
 
 CLUSTER_READY_TIMEOUT_S = 60.0
 NODE_READY_TIMEOUT_S = 30.0
@@ -379,9 +389,11 @@ class ClusterDB:
         fake_clock: bool = True,
         nats_server: str | None = None,
         proxy_rng: random.Random | None = None,
+        route_security: bool = True,
     ) -> None:
         """``apply_log``: pass ``--apply_log`` to jetraft (None: if its ``--help`` lists it);
-        ``fake_clock``: preload libfaketime into jetraft nodes when it is installed."""
+        ``fake_clock``: preload libfaketime into jetraft nodes when it is installed;
+        ``route_security``: jetraft nodes require route authentication and route TLS."""
         if system not in SYSTEMS:
             raise ValueError(f"unknown system {system!r}")
         if nodes < 1:
@@ -411,6 +423,7 @@ class ClusterDB:
         self._apply_log = apply_log
         self.libfaketime = find_libfaketime() if fake_clock and system == "jetraft" else None
         self._nats_server = nats_server
+        self.route_security = route_security and system == "jetraft"
         # nats-server gossips every node's cluster URL so peers can dial it directly, which would
         # bypass the proxies; each node advertises this bound-but-not-listening port instead
         self._blackhole: socket.socket | None = None
@@ -496,7 +509,44 @@ class ClusterDB:
             },
             "apply_log": self.apply_log_enabled,
             "libfaketime": str(self.libfaketime) if self.libfaketime else None,
+            "route_security": self.route_security,
         }
+
+    def route_security_path(self, name: str) -> Path:
+        return self.node_dir(name) / ROUTE_SECURITY_FILE
+
+    def _write_route_security(self) -> None:
+        """The run's CA, one certificate for 127.0.0.1 (every node's route host) and, per node,
+        a 0600 config file with the route password and the TLS files."""
+        import trustme  # a test dependency: only runs with route security need it
+
+        tls_dir = self.run_dir / "tls"
+        tls_dir.mkdir(parents=True, exist_ok=True)
+        ca = trustme.CA()
+        cert = ca.issue_cert(HOST)
+        ca_file, cert_file, key_file = (
+            tls_dir / "ca.pem",
+            tls_dir / "route.pem",
+            tls_dir / "route-key.pem",
+        )
+        ca.cert_pem.write_to_path(str(ca_file))
+        cert.cert_chain_pems[0].write_to_path(str(cert_file))
+        cert.private_key_pem.write_to_path(str(key_file))
+        os.chmod(key_file, 0o600)
+        password = secrets.token_urlsafe(24)
+        for node in self._nodes.values():
+            node.dir.mkdir(parents=True, exist_ok=True)
+            path = self.route_security_path(node.name)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(
+                    "# route security of this chaos run (made by jepsen_like/db.py)\n"
+                    "cluster {\n"
+                    f'  authorization {{ user: "{ROUTE_USER}", password: "{password}" }}\n'
+                    f'  tls {{ cert_file: "{cert_file}", key_file: "{key_file}", '
+                    f'ca_file: "{ca_file}", verify: true }}\n'
+                    "}\n"
+                )
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def start(self, timeout_s: float = CLUSTER_READY_TIMEOUT_S) -> None:
@@ -510,6 +560,8 @@ class ClusterDB:
             if self.system == "nats":
                 self._blackhole = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
                 self._blackhole.bind((HOST, 0))
+            if self.route_security:
+                self._write_route_security()
             for node in self._nodes.values():
                 node.store_dir.mkdir(parents=True, exist_ok=True)
                 if self.libfaketime is not None:
@@ -757,6 +809,8 @@ class ClusterDB:
             common += ["--routes", routes]
         if self.system == "jetraft":
             argv = [self.python, "-m", "cluster.cli", "server", *common]
+            if self.route_security:
+                argv += ["-c", str(self.route_security_path(node.name))]
             if self._apply_log:
                 argv += ["--apply_log", str(self.apply_log_path(node.name))]
             return argv

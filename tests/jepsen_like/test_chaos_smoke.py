@@ -1,4 +1,5 @@
-"""The CI chaos smoke: `jetraft chaos` on 3 nodes with kill and partition faults, end to end.
+"""The CI chaos smoke: `jetraft chaos` on 3 nodes with kill and partition faults, end to end,
+with route authentication and route TLS (verify) on, through the per-link TCP proxies.
 
 The long runs (5 nodes, 300 s of faults, each nemesis) are documented in the README."""
 
@@ -43,6 +44,13 @@ def test_chaos_smoke_run_is_valid_and_follows_the_run_directory_contract(tmp_pat
     assert "verdict: VALID" in done.stdout
     meta = json.loads((run / "run.json").read_text())
     assert meta["seed"] == 7 and meta["nodes"] == ["n1", "n2", "n3"] and meta["recovered"]
+    # the cluster ran as deployments do: route authentication and verified route TLS
+    assert meta["cluster"]["route_security"]
+    for node in meta["nodes"]:
+        conf = run / "nodes" / node / "route-security.conf"
+        assert conf.stat().st_mode & 0o777 == 0o600
+        assert "authorization" in conf.read_text() and "verify: true" in conf.read_text()
+        assert "route to" in (run / "nodes" / node / "server.log").read_text()
     ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
     assert [op["index"] for op in ops] == list(range(len(ops)))
     assert {"publish", "batch", "read_all"} <= {op["f"] for op in ops}
