@@ -348,10 +348,25 @@ class JetraftCluster:
                 for future in [pool.submit(node.start, timeout_s) for node in self.nodes]:
                     future.result()
             self.wait_healthy(timeout_s=timeout_s)
+            # a peer is admitted only once the node has dialed it, so the last routes of the
+            # mesh may come up a moment after the meta leader: tests start on a full mesh
+            self.wait_for(self.meshed, timeout_s, "a full mesh of routes")
         except BaseException:
             self.stop()
             raise
         return self
+
+    def meshed(self) -> bool:
+        """Every node has its route up to every other node (``/varz`` ``cluster.connected``)."""
+        for node in self.nodes:
+            try:
+                status, varz = http_get_json(node.http_port, "/varz")
+            except OSError:
+                return False
+            connected = (varz or {}).get("cluster", {}).get("connected", [])
+            if status != 200 or len(connected) < len(self.nodes) - 1:
+                return False
+        return True
 
     def stop(self) -> None:
         """SIGTERM every running node (concurrently, each escalating to SIGKILL on timeout)."""
