@@ -357,14 +357,16 @@ class JetraftCluster:
         return self
 
     def meshed(self) -> bool:
-        """Every node has its route up to every other node (``/varz`` ``cluster.connected``)."""
-        for node in self.nodes:
+        """Every running node has its route up to every other running one (``/varz``
+        ``cluster.connected``)."""
+        running = [node for node in self.nodes if node.running]
+        for node in running:
             try:
                 status, varz = http_get_json(node.http_port, "/varz")
             except OSError:
                 return False
             connected = (varz or {}).get("cluster", {}).get("connected", [])
-            if status != 200 or len(connected) < len(self.nodes) - 1:
+            if status != 200 or len(connected) < len(running) - 1:
                 return False
         return True
 
@@ -386,6 +388,7 @@ class JetraftCluster:
             node.stop()
         node.start(timeout_s)
         self.wait_healthy([i], timeout_s)
+        self.wait_for(self.meshed, timeout_s, "a full mesh of routes among the running nodes")
 
     def __enter__(self) -> JetraftCluster:
         return self

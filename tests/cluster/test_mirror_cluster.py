@@ -88,7 +88,13 @@ async def _publish(nc: NATS, count: int, start: int) -> None:
         try:
             await js.publish(f"up.k{i % 7}", f"m{i}".encode(), headers={"Nats-Msg-Id": f"m{i}"})
             i += 1
-        except (nats.errors.TimeoutError, nats.js.errors.APIError):
+        except (
+            nats.errors.TimeoutError,
+            nats.errors.NoRespondersError,
+            nats.js.errors.APIError,
+            nats.js.errors.NoStreamResponseError,
+        ):
+            # a restarted upstream is briefly unavailable (no leader, routes coming up)
             assert time.monotonic() < deadline, "the upstream did not take publishes"
             await _sleep(RETRY_S)
 
