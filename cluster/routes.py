@@ -26,10 +26,10 @@ Who may be a peer (docs/security.md):
   the existing link. Without authorization there is no identity to check, and the newest link
   wins (a restarted peer must replace its half-open predecessor); a cluster port beyond loopback
   without authorization (or TLS verify) is warned about at start.
-* TLS (``cluster { tls {} }``): accepted connections are upgraded with ``start_tls`` so a failed
-  handshake (a plain-TCP peer, a missing or untrusted client certificate) is logged with the
-  peer's address; a plain port that receives a TLS handshake says so too. Mixed TLS and plain
-  nodes never connect.
+* TLS (``cluster { tls {} }``): this node accepts on its cluster port itself and hands each
+  connection to ``connect_accepted_socket(ssl=...)``, so a failed handshake (a plain-TCP peer,
+  a missing or untrusted client certificate) is logged with the peer's address; a plain port
+  that receives a TLS handshake says so too. Mixed TLS and plain nodes never connect.
 
 Must never: block the loop, or let a peer's bad frame take anything down but that connection.
 """
@@ -42,6 +42,7 @@ import hmac
 import ipaddress
 import logging
 import random
+import socket
 import ssl
 from collections.abc import Callable
 from typing import Any, cast
@@ -50,7 +51,6 @@ from cluster.router import Router
 from cluster.security_config import RouteAuthConfig, TLSConfig, route_url_credentials
 from protocol.route_frames import (
     FRAME_BYTES_MAX,
-    FRAME_HEADER,
     HELLO_BYTES_MAX,
     ROUTE_PROTOCOL_VERSION,
     FrameError,
@@ -64,6 +64,8 @@ log = logging.getLogger("jetraft.routes")
 RECONNECT_DELAY_MIN_S = 0.05
 RECONNECT_DELAY_MAX_S = 1.0
 HELLO_TIMEOUT_S = 5.0
+LISTEN_BACKLOG = 100  # asyncio's create_server default
+ACCEPT_RETRY_DELAY_S = 0.1
 # a peer that stops reading (paused, partitioned) must not make this node buffer without bound;
 # the connection is dropped instead, and Raft and the route resynchronise when it returns
 ROUTE_PENDING_BYTES_MAX = 128 * 1024 * 1024
@@ -82,6 +84,38 @@ def parse_route_url(url: str) -> tuple[str, int]:
 
 def _same(link: _Link) -> _Link:
     return link
+
+
+def _listen(host: str, port: int) -> list[socket.socket]:
+    """Listening, non-blocking sockets on ``host:port`` bound as ``loop.create_server`` binds
+    them: every address ``host`` resolves to ("" is every interface), SO_REUSEADDR, IPv6
+    sockets IPv6-only."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    socks: list[socket.socket] = []
+    seen: set[tuple[int, Any]] = set()
+    try:
+        for family, kind, proto, _, address in infos:
+            if (family, address) in seen:
+                continue
+            seen.add((family, address))
+            try:
+                sock = socket.socket(family, kind, proto)
+            except OSError:
+                continue  # a family this host has no support for (asyncio skips it too)
+            socks.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.listen(LISTEN_BACKLOG)
+            sock.setblocking(False)
+    except OSError:
+        for sock in socks:
+            sock.close()
+        raise
+    if not socks:
+        raise OSError(f"cannot listen on {host}:{port}")
+    return socks
 
 
 # a TLS record of type handshake (0x16), major version 3: what a TLS client sends first
@@ -116,9 +150,6 @@ class _Link(asyncio.Protocol):
         # an accepted connection is read a HELLO at a time until it authenticated
         self.reader = FrameReader(FRAME_BYTES_MAX if dialed else HELLO_BYTES_MAX)
         self._handshake_timer: asyncio.TimerHandle | None = None
-        self._tls_task: asyncio.Task[None] | None = None
-        # TLS data that arrived before start_tls returned the TLS transport to answer on
-        self._early: bytearray | None = None
         self._address_text = url
         self._lost = False
         self.hello = asyncio.get_running_loop().create_future()
@@ -130,41 +161,11 @@ class _Link(asyncio.Protocol):
         if self.dialed:
             self.send(FrameKind.HELLO, self.mgr.hello_body(self.url))
         else:
+            # with route TLS this runs once the TLS handshake succeeded; the HELLO must follow
             self._address_text = self._address()
-            loop = asyncio.get_running_loop()
-            self._handshake_timer = loop.call_later(
+            self._handshake_timer = asyncio.get_running_loop().call_later(
                 self.mgr.auth.timeout_s, self._handshake_expired
             )
-            if self.mgr.server_ssl is not None:
-                # nothing may be read before the TLS layer is in place
-                self.transport.pause_reading()
-                self._early = bytearray()
-                self._tls_task = loop.create_task(self._start_tls(self.mgr.server_ssl))
-
-    async def _start_tls(self, ctx: ssl.SSLContext) -> None:
-        raw = self.transport
-        assert raw is not None and self.mgr.tls is not None
-        try:
-            tls = await asyncio.get_running_loop().start_tls(
-                raw, self, ctx, server_side=True, ssl_handshake_timeout=self.mgr.tls.timeout_s
-            )
-        except (OSError, TimeoutError, ConnectionError, ValueError) as exc:
-            log.warning(
-                "route from %s: TLS handshake failed, closing: %s%s",
-                self._address_text,
-                str(exc) or type(exc).__name__,
-                _tls_hint(exc),
-            )
-            raw.abort()
-            self.connection_lost(None)  # the TLS layer never reported the connection to us
-            return
-        if tls is None:  # closed while the handshake ran
-            self.connection_lost(None)
-            return
-        self.transport = tls
-        early, self._early = self._early, None
-        if early:
-            self.data_received(bytes(early))
 
     def _handshake_expired(self) -> None:
         if self.peer is None and self.transport is not None:
@@ -192,13 +193,8 @@ class _Link(asyncio.Protocol):
         return True
 
     def data_received(self, data: bytes) -> None:
-        if self._early is not None:
-            self._early += data
-            if len(self._early) > HELLO_BYTES_MAX + FRAME_HEADER.size and self.transport:
-                self.transport.abort()
-            return
         if self.peer is None and not self.dialed and data[:2] == TLS_HANDSHAKE_START:
-            if self.mgr.server_ssl is None and self.reader.buffered == 0:
+            if self.mgr.tls is None and self.reader.buffered == 0:
                 log.warning(
                     "route from %s: the peer starts a TLS handshake but this node's cluster "
                     "port has no tls configured; closing (configure cluster { tls {} } on "
@@ -342,7 +338,11 @@ class RouteManager:
         self._in: dict[str, _Link] = {}
         self.known_peers: set[str] = set()
         self._server: asyncio.Server | None = None
-        self.server_ssl: ssl.SSLContext | None = None
+        # with route TLS: the listening sockets this node accepts on itself, and the TLS
+        # handshakes under way (see _accept_tls)
+        self._listeners: list[socket.socket] = []
+        self._accepting: list[asyncio.Task[None]] = []
+        self._handshakes: set[asyncio.Task[None]] = set()
         self.refused_names: set[str] = set()
         # route URL -> the last dial failure logged, so a peer that stays down is logged once
         self._dial_problem: dict[str, str] = {}
@@ -430,13 +430,18 @@ class RouteManager:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        # accepted connections are upgraded by each link (start_tls), so failures are logged
-        self.server_ssl = self._server_ssl()
-        self._server = await loop.create_server(
-            lambda: _Link(self, dialed=False), self.host, self.port, reuse_address=True
-        )
+        server_ssl = self._server_ssl()
+        if server_ssl is None:
+            self._server = await loop.create_server(
+                lambda: _Link(self, dialed=False), self.host, self.port, reuse_address=True
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
+        else:
+            self._listeners = _listen(self.host, self.port)
+            self.port = self._listeners[0].getsockname()[1]
+            for sock in self._listeners:
+                self._accepting.append(loop.create_task(self._accept_forever(sock, server_ssl)))
         self._warn_if_open()
-        self.port = self._server.sockets[0].getsockname()[1]
         self.router.forwarder = self
         self.router.interest_listener = self._on_local_interest
         for url in self.route_urls:
@@ -452,8 +457,59 @@ class RouteManager:
                 link.transport.close()
         if self._server is not None:
             self._server.close()
+        for task in [*self._accepting, *self._handshakes]:
+            task.cancel()
+        # a socket is closed only once its accept loop let go of it (no reader left on it)
+        await asyncio.gather(*self._accepting, return_exceptions=True)
+        for sock in self._listeners:
+            sock.close()
         self.router.forwarder = None
         self.router.interest_listener = None
+
+    # --- accepting with TLS -------------------------------------------------------------------
+    # Why not create_server(ssl=...): a failed server-side handshake (a plain-TCP peer, a missing
+    # or untrusted client certificate) is then dropped without a word, and an operator who mixed
+    # TLS and plain nodes sees nothing on the TLS side. Why not start_tls in connection_made:
+    # uvloop starts reading right after connection_made, so the peer's ClientHello can reach
+    # the plain protocol before start_tls takes over, and the handshake stalls. Accepting the
+    # socket ourselves and handing it to connect_accepted_socket(ssl=...) raises the handshake
+    # failure to us with the peer's address, on both event loops.
+    async def _accept_forever(self, sock: socket.socket, ctx: ssl.SSLContext) -> None:
+        loop = asyncio.get_running_loop()
+        while not self._closing:
+            try:
+                conn, address = await loop.sock_accept(sock)
+            except (ConnectionAbortedError, InterruptedError):
+                continue
+            except OSError as exc:  # out of file descriptors: do not spin
+                if self._closing:
+                    return
+                log.warning("cluster port: accepting a connection failed: %s", exc)
+                await asyncio.sleep(ACCEPT_RETRY_DELAY_S)
+                continue
+            task = loop.create_task(self._accept_tls(conn, address, ctx))
+            self._handshakes.add(task)
+            task.add_done_callback(self._handshakes.discard)
+
+    async def _accept_tls(self, conn: socket.socket, address: Any, ctx: ssl.SSLContext) -> None:
+        assert self.tls is not None
+        where = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
+        link = _Link(self, dialed=False)
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                functools.partial(_same, link),
+                conn,
+                ssl=ctx,
+                ssl_handshake_timeout=self.tls.timeout_s,
+            )
+        except (OSError, TimeoutError, ValueError) as exc:  # ssl.SSLError is an OSError
+            log.warning(
+                "route from %s: TLS handshake failed, closing: %s%s",
+                where,
+                str(exc) or type(exc).__name__,
+                _tls_hint(exc),
+            )
+            conn.close()
 
     # --- dialing ----------------------------------------------------------------------------
     async def _dial_forever(self, url: str) -> None:

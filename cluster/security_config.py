@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from cluster.config_file import ConfigError, ConfMap
 from protocol.auth_config import (
@@ -310,6 +310,14 @@ def route_auth_from(cluster_block: ConfMap | None, listen_url: str | None) -> Ro
 
 
 def route_url_credentials(url: str) -> tuple[str, str]:
-    """(user, password) from ``nats://user:pass@host:port``; ("", "") without user info."""
-    parts = urlsplit(url if "://" in url else f"nats://{url}")
-    return unquote(parts.username or ""), unquote(parts.password or "")
+    """(user, password) from ``nats://user:pass@host:port``; ("", "") without user info.
+
+    Split by hand at the last ``@``: a generated password often holds ``/``, ``?`` or ``#``,
+    which a URL parser takes for the start of a path, query or fragment — and then finds no
+    credentials at all, which would silently turn route authorization off."""
+    rest = url.split("://", 1)[1] if "://" in url else url
+    userinfo, at, _hostport = rest.rpartition("@")
+    if not at:
+        return "", ""
+    user, _, password = userinfo.partition(":")
+    return unquote(user), unquote(password)

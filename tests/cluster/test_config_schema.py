@@ -173,3 +173,12 @@ def test_a_misspelled_block_stops_the_real_server_process(tmp_path: Path) -> Non
     assert proc.returncode != 0
     assert "config line 2: unknown field 'authorisation'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("password", ["a/b+c=", "x?y", "p#q", "s3cret"])
+def test_route_passwords_with_url_characters_keep_authorization_on(password: str) -> None:
+    opts = options_from(
+        _args(server_name="n1", cluster_name="c", cluster=f"nats://ru:{password}@127.0.0.1:7000")
+    )
+    assert (opts.route_auth.user, opts.route_auth.password) == ("ru", password)
+    assert (opts.cluster_host, opts.cluster_port) == ("127.0.0.1", 7000)

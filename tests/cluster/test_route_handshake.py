@@ -4,13 +4,17 @@ read before a peer authenticated, which HELLO is accepted, and what the dialer p
 from __future__ import annotations
 
 import asyncio
+import logging
+import ssl
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
+import trustme
 
 from cluster.router import Router
 from cluster.routes import RouteManager, _Link
-from cluster.security_config import RouteAuthConfig
+from cluster.security_config import RouteAuthConfig, TLSConfig
 from protocol.route_frames import (
     FRAME_BYTES_MAX,
     FRAME_HEADER,
@@ -47,9 +51,6 @@ class FakeTransport:
 
     def get_extra_info(self, name: str) -> Any:
         return ("192.0.2.7", 40000) if name == "peername" else None
-
-    def pause_reading(self) -> None:
-        pass
 
     def frames(self) -> list[tuple[FrameKind, Any]]:
         return FrameReader().feed(bytes(self.written))
@@ -212,3 +213,63 @@ async def test_the_dialer_presents_url_credentials_else_its_own() -> None:
     open_mgr, _ = _manager(None)
     assert open_mgr.credentials_ok({})
     assert "user" not in open_mgr.hello_body("nats://h:1")
+
+
+@pytest.mark.parametrize(
+    ("host", "auth", "tls_verify", "warned"),
+    [
+        ("0.0.0.0", None, False, True),
+        ("", None, False, True),  # every interface
+        ("10.1.2.3", None, False, True),
+        ("0.0.0.0", AUTH, False, False),
+        ("0.0.0.0", None, True, False),
+        ("127.0.0.1", None, False, False),
+        ("::1", None, False, False),
+        ("localhost", None, False, False),
+    ],
+)
+def test_an_open_cluster_port_beyond_loopback_is_warned_about(
+    host: str,
+    auth: RouteAuthConfig | None,
+    tls_verify: bool,
+    warned: bool,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tls = _tls_config(tmp_path, verify=tls_verify) if tls_verify else None
+    mgr = RouteManager("n0", "c", host, 6222, [], cast(Router, FakeRouter()), auth=auth, tls=tls)
+    with caplog.at_level(logging.WARNING, logger="jetraft.routes"):
+        mgr._warn_if_open()
+    assert ("accepts routes without authentication" in caplog.text) == warned
+
+
+def _tls_config(tmp_path: Path, verify: bool = True, insecure: bool = False) -> TLSConfig:
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "node.pem"))
+    cert.private_key_pem.write_to_path(str(tmp_path / "node.key"))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    return TLSConfig(
+        cert_file=tmp_path / "node.pem",
+        key_file=tmp_path / "node.key",
+        ca_file=tmp_path / "ca.pem",
+        verify=verify,
+        insecure=insecure,
+    )
+
+
+def test_tls_contexts_verify_peers_unless_told_not_to(tmp_path: Path) -> None:
+    def manager(tls: TLSConfig) -> RouteManager:
+        return RouteManager("n0", "c", "h", 0, [], cast(Router, FakeRouter()), tls=tls)
+
+    verified = manager(_tls_config(tmp_path))
+    server, client = verified._server_ssl(), verified._client_ssl()
+    assert server is not None and client is not None
+    assert server.verify_mode == ssl.CERT_REQUIRED  # the dialer must show a CA-signed cert
+    assert client.verify_mode == ssl.CERT_REQUIRED and client.check_hostname
+    unverified = manager(_tls_config(tmp_path, verify=False, insecure=True))
+    server, client = unverified._server_ssl(), unverified._client_ssl()
+    assert server is not None and client is not None
+    assert server.verify_mode == ssl.CERT_NONE
+    assert client.verify_mode == ssl.CERT_NONE and not client.check_hostname
+    assert RouteManager("n0", "c", "h", 0, [], cast(Router, FakeRouter()))._client_ssl() is None

@@ -50,7 +50,10 @@ def test_chaos_smoke_run_is_valid_and_follows_the_run_directory_contract(tmp_pat
         conf = run / "nodes" / node / "route-security.conf"
         assert conf.stat().st_mode & 0o777 == 0o600
         assert "authorization" in conf.read_text() and "verify: true" in conf.read_text()
-        assert "route to" in (run / "nodes" / node / "server.log").read_text()
+        server_log = (run / "nodes" / node / "server.log").read_text()
+        assert "route to" in server_log
+        # every peer presented the run's credentials: a refusal here is a dialing bug
+        assert "authorization violation" not in server_log
     ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
     assert [op["index"] for op in ops] == list(range(len(ops)))
     assert {"publish", "batch", "read_all"} <= {op["f"] for op in ops}
