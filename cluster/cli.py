@@ -317,13 +317,6 @@ def _security_options(args: argparse.Namespace, conf: ConfMap, opts: ServerOptio
             ca_file=Path(ca) if ca else None,
             verify=verify,
         )
-    # parsed and checked above so a mistake is reported precisely, but not built yet: a server
-    # that accepted them would run open while the operator believes it is protected
-    if opts.client_auth.enabled:
-        raise SystemExit(
-            "jetraft: client authorization (authorization block, --user/--pass/--auth) is not "
-            "supported yet; the cluster port has route authorization (cluster { authorization })"
-        )
     if opts.tls is not None:
         raise SystemExit("jetraft: client TLS (tls block, --tls*) is not supported yet")
     https_port = getattr(args, "https_port", None)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from cluster.router import Subscription
 from protocol import session as ps
+from protocol.auth import ERR_AUTH_TIMEOUT, PermissionChecker, new_nonce
+from protocol.auth_config import ClientAuthConfig
 from protocol.parser import MAX_CONTROL_LINE_BYTES_DEFAULT
 
 if TYPE_CHECKING:
@@ -32,6 +34,12 @@ ERR_STALE_CONNECTION = "Stale Connection"
 
 
 class ClientConnection(asyncio.Protocol):
+    # client authentication (require_auth): the logged-in user's permissions (None: any), and
+    # the timer that closes a connection that has not sent CONNECT in time
+    perms: PermissionChecker | None = None
+    _auth_timeout_s = 0.0
+    _auth_timer: asyncio.TimerHandle | None = None
+
     def __init__(
         self,
         router: Router,
@@ -82,6 +90,29 @@ class ClientConnection(asyncio.Protocol):
         self._ping_timer = asyncio.get_running_loop().call_later(
             min(FIRST_PING_INTERVAL_S, self.ping_interval_s), self._ping
         )
+        if self._auth_timeout_s > 0:
+            self._auth_timer = asyncio.get_running_loop().call_later(
+                self._auth_timeout_s, self._auth_timed_out
+            )
+
+    def require_auth(self, cfg: ClientAuthConfig) -> None:
+        """Clients must log in: INFO says ``auth_required`` (and carries a fresh ``nonce`` when
+        nkey users exist), CONNECT is checked, and it must come within ``cfg.timeout_s``."""
+        nonce = new_nonce() if cfg.uses_nkeys else ""
+        info = {**self._info, "auth_required": True}
+        if nonce:
+            info["nonce"] = nonce
+        self._info = ps.order_info(info)
+        self.session.set_info(self._info)
+        self.session.require_auth(cfg, nonce, asyncio.get_running_loop().time)
+        self._auth_timeout_s = cfg.timeout_s
+
+    def _auth_timed_out(self) -> None:
+        self._auth_timer = None
+        if not self._closed and self.session.awaiting_auth:
+            log.error("cid:%d - authentication timeout", self.cid)
+            self.send_raw(ps.encode_err(ERR_AUTH_TIMEOUT))
+            self.close()
 
     def refuse_at_connect(self, err: str) -> None:
         """Send the INFO, then ``-ERR`` and close once connected (max_connections)."""
@@ -140,8 +171,15 @@ class ClientConnection(asyncio.Protocol):
             self.name = action.name
         elif isinstance(action, ps.Close):
             if action.err is not None:
+                if action.err == ps.ERR_AUTHORIZATION_VIOLATION:
+                    log.error("cid:%d - authentication error", self.cid)
                 self.send_raw(ps.encode_err(action.err))
             self.close()
+        elif isinstance(action, ps.Authorized):
+            self.perms = action.perms
+            if self._auth_timer is not None:
+                self._auth_timer.cancel()
+                self._auth_timer = None
 
     def forget_sub(self, sub: Subscription) -> None:
         if self.subs.get(sub.sid) is sub:
@@ -214,6 +252,9 @@ class ClientConnection(asyncio.Protocol):
         if self._ping_timer is not None:
             self._ping_timer.cancel()
             self._ping_timer = None
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
         for sub in list(self.subs.values()):
             self.router.remove(sub)
         self.subs.clear()

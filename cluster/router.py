@@ -190,8 +190,8 @@ class Router:
                 continue
             if sub.exclude is not None and subject.startswith(sub.exclude):
                 continue
-            self._deliver(sub, subject, reply, hdr, payload)
-            delivered += 1
+            if self._deliver(sub, subject, reply, hdr, payload):
+                delivered += 1
         for queue, members in result.queues.items():
             candidates = members
             if origin is not None and not origin.echo:
@@ -204,8 +204,8 @@ class Router:
                     peer_queues = {}
                 peer_queues.setdefault(sub.route, []).append(queue)
                 continue
-            self._deliver(sub, subject, reply, hdr, payload)
-            delivered += 1
+            if self._deliver(sub, subject, reply, hdr, payload):
+                delivered += 1
         if (plain_peers or peer_queues) and self.forwarder is not None:
             delivered += self._forward(subject, reply, hdr, payload, plain_peers, peer_queues)
         if delivered == 0 and reply and origin is not None and origin.no_responders:
@@ -263,7 +263,14 @@ class Router:
 
     def _deliver(
         self, sub: Subscription, subject: str, reply: str | None, hdr: bytes | None, payload: bytes
-    ) -> None:
+    ) -> bool:
+        """False when the subscriber's permissions drop the message (nats-server deliverMsg:
+        a denied subject under a wildcard subscription); it then does not count."""
+        conn = sub.conn
+        if conn is not None:
+            perms = conn.perms
+            if perms is not None and not perms.on_deliver(subject, reply):
+                return False
         self.out_msgs += 1
         sub.delivered += 1
         if sub.max_msgs:
@@ -273,8 +280,9 @@ class Router:
                     sub.conn.forget_sub(sub)
         if sub.handler is not None:
             sub.handler(subject, reply, hdr, payload)
-        elif sub.conn is not None:
-            sub.conn.send_msg(subject, sub.sid, reply, hdr, payload)
+        elif conn is not None:
+            conn.send_msg(subject, sub.sid, reply, hdr, payload)
+        return True
 
     def _no_responders(self, subject: str, reply: str, origin: ClientConnection) -> None:
         hdr = encode_header_block([("Nats-Subject", subject)], status="503")

@@ -166,6 +166,8 @@ class Server:
             max_control_line=opts.max_control_line,
             on_slow_consumer=self._count_slow_consumer,
         )
+        if opts.client_auth.enabled:
+            conn.require_auth(opts.client_auth)
         if len(self._conns) >= opts.max_connections:
             # nats-server sends its INFO, then this error, and closes
             conn.refuse_at_connect(ERR_MAX_CONNECTIONS)

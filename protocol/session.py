@@ -21,6 +21,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from protocol.auth import Authenticated, PermissionChecker, authenticate, login_no_auth_user
+from protocol.auth_config import ClientAuthConfig
 from protocol.gojson import encode_str, go_quote
 from protocol.parser import (
     MAX_CONTROL_LINE_BYTES_DEFAULT,
@@ -183,7 +185,16 @@ class Close:
     err: str | None
 
 
-Action = Send | Connected | Subscribe | Unsubscribe | Pub | Close
+@dataclass(frozen=True, slots=True)
+class Authorized:
+    """The client logged in (CONNECT, or no_auth_user): ``perms`` None means unrestricted.
+    Comes before the Connected it belongs to; a later CONNECT logs in again."""
+
+    user: str
+    perms: PermissionChecker | None
+
+
+Action = Send | Connected | Subscribe | Unsubscribe | Pub | Close | Authorized
 
 
 # --------------------------------------------------------------------------- encoders
@@ -258,6 +269,11 @@ def _reserved_reply(reply: str) -> bool:
     return len(reply) > len(_GW_REPLY_PREFIX) and reply.startswith(_GW_REPLY_PREFIX)
 
 
+def _sub_violation(subject: str, queue: str | None) -> str:
+    text = f"Permissions Violation for Subscription to {go_quote(subject)}"
+    return text if not queue else f"{text} using queue {go_quote(queue)}"
+
+
 def order_info(info: dict[str, Any]) -> dict[str, Any]:
     """Reorder INFO keys as Go marshals the Info struct; unknown keys go last, in order."""
     end = len(INFO_KEY_ORDER)
@@ -299,8 +315,24 @@ def _merge_connect_options(opts: dict[str, Any], given: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- the session
 
 
+class _AuthState:
+    """Client authentication for one session (set with :meth:`ClientSession.require_auth`)."""
+
+    __slots__ = ("cfg", "clock", "first_byte_seen", "nonce")
+
+    def __init__(self, cfg: ClientAuthConfig, nonce: str, clock: Any) -> None:
+        self.cfg = cfg
+        self.nonce = nonce
+        self.clock = clock
+        self.first_byte_seen = False
+
+
 class ClientSession:
     """One client connection's protocol state. Feed bytes, drain actions in order."""
+
+    # client authentication: None when the server requires none (see require_auth)
+    _auth: _AuthState | None = None
+    _perms: PermissionChecker | None = None
 
     def __init__(
         self,
@@ -326,11 +358,32 @@ class ClientSession:
 
     def initial_bytes(self) -> bytes:
         """The INFO line to send as soon as the connection is accepted."""
+        auth = self._auth
+        if auth is not None and auth.cfg.no_auth_user:
+            # nats-server: a client may connect without credentials, so the first INFO does
+            # not say auth_required (the one after CONNECT does)
+            return encode_info({k: v for k, v in self._info.items() if k != "auth_required"})
         return encode_info(self._info)
 
     def receive_data(self, data: bytes) -> None:
-        if not self._closed:
-            self._parser.receive_data(data)
+        if self._closed:
+            return
+        auth = self._auth
+        if auth is not None and not auth.first_byte_seen and data:
+            auth.first_byte_seen = True
+            if data[:1] not in (b"C", b"c") and not self._login_without_connect(auth):
+                return
+        self._parser.receive_data(data)
+
+    def require_auth(self, cfg: ClientAuthConfig, nonce: str, clock: Any) -> None:
+        """Clients must log in with CONNECT (``nonce``: what this connection's INFO carries for
+        nkey signatures; ``clock``: monotonic seconds, for allow_responses expiry)."""
+        self._auth = _AuthState(cfg, nonce, clock)
+
+    @property
+    def awaiting_auth(self) -> bool:
+        """Auth is required and no CONNECT (or no_auth_user login) has happened yet."""
+        return self._auth is not None and not self._connect_received and not self._closed
 
     def next_action(self) -> Action | None:
         actions = self._actions
@@ -385,6 +438,22 @@ class ClientSession:
         else:  # pragma: no cover - the parser has no other events
             raise AssertionError(f"unexpected parser event {event!r}")
 
+    def _login_without_connect(self, auth: _AuthState) -> bool:
+        """nats-server: with auth required the first protocol line must be CONNECT, unless
+        no_auth_user is set (then the client is that user, with the default options)."""
+        who = login_no_auth_user(auth.cfg)
+        if who is None:
+            self._close(ERR_AUTHORIZATION_VIOLATION)
+            return False
+        self._connect_received = True
+        self._authorized(who, auth)
+        return True
+
+    def _authorized(self, who: Authenticated, auth: _AuthState) -> None:
+        perms = None if who.permissions is None else PermissionChecker(who.permissions, auth.clock)
+        self._perms = perms
+        self._actions.append(Authorized(who.user, perms))
+
     def _close(self, err: str | None) -> None:
         self._closed = True
         self._actions.append(Close(err))
@@ -397,6 +466,10 @@ class ClientSession:
         if self._pedantic and not _literal_publish_subject(subject):
             self._send(encode_err(ERR_INVALID_PUBLISH_SUBJECT))
         if subject[:1] in ("_", "$") and _reserved_subject(subject):
+            self._send(encode_err(f"Permissions Violation for Publish to {go_quote(subject)}"))
+            return None
+        perms = self._perms
+        if perms is not None and perms.restricts_publish and not perms.can_publish(subject):
             self._send(encode_err(f"Permissions Violation for Publish to {go_quote(subject)}"))
             return None
         reply = event.reply
@@ -412,6 +485,10 @@ class ClientSession:
 
     def _on_sub(self, event: Sub) -> None:
         subject, queue, sid = event.subject, event.queue, event.sid
+        perms = self._perms
+        if perms is not None and not perms.can_subscribe(subject, queue):
+            self._send(encode_err(_sub_violation(subject, queue)))
+            return
         if queue == SYS_QUEUE_GROUP:
             text = (
                 f"Permissions Violation for Subscription to {go_quote(subject)}"
@@ -447,6 +524,7 @@ class ClientSession:
         self._first_pong_sent = True
         if self._opts["protocol"] >= CLIENT_PROTO_INFO:
             info = dict(self._info)
+            info.pop("nonce", None)  # nats-server: the nonce was for the CONNECT, now done
             info["connect_info"] = True
             info["remote_account"] = GLOBAL_ACCOUNT
             self._send(PONG + encode_info(order_info(info)))
@@ -466,6 +544,13 @@ class ClientSession:
             for sid in sorted(self._sids):
                 self._actions.append(Unsubscribe(sid, None))
             self._sids.clear()
+        auth = self._auth
+        if auth is not None:
+            who = authenticate(auth.cfg, opts, auth.nonce)
+            if who is None:
+                self._close(ERR_AUTHORIZATION_VIOLATION)
+                return
+            self._authorized(who, auth)
         if opts["account"] or opts["new_account"]:
             self._close(ERR_AUTHORIZATION_VIOLATION)
             return

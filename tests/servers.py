@@ -61,6 +61,8 @@ def probe_ready(port: int, timeout_s: float = PROBE_SOCKET_TIMEOUT_S) -> bool:
             buf = _read_until(sock, b"\r\n", b"")
             if not buf.startswith(b"INFO "):
                 return False
+            if b'"auth_required":true' in buf.split(b"\r\n", 1)[0]:
+                return True  # a PING before CONNECT would end the connection: the INFO is enough
             sock.sendall(b"PING\r\n")
             rest = buf[buf.index(b"\r\n") + 2 :]
             return b"PONG\r\n" in _read_until(sock, b"PONG\r\n", rest)
