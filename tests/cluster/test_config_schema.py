@@ -77,11 +77,6 @@ def test_keys_compare_case_insensitively_like_nats_server() -> None:
         ("https_port: 8443\n", "https_port needs TLS"),
         ("cluster { name: c, authorization { timeout: 1 } }\n", "needs user/password or token"),
         ("write_deadline: 2s\n", "write_deadline is not supported yet"),
-        ("authorization { user: a, password: b }\n", "client authorization .* not supported yet"),
-        (
-            "authorization { users: [ { user: a, password: b } ] }\nno_auth_user: a\n",
-            "client authorization .* not supported yet",
-        ),
     ],
 )
 def test_settings_that_cannot_work_stop_the_server(tmp_path: Path, text: str, message: str) -> None:
@@ -90,8 +85,7 @@ def test_settings_that_cannot_work_stop_the_server(tmp_path: Path, text: str, me
 
 
 def test_authorization_block_parses_fully(tmp_path: Path) -> None:
-    """Checked key by key now, so a config written for nats-server fails precisely; the server
-    refuses it until client authorization is built (see the refusal cases above)."""
+    """Checked key by key, so a config written for nats-server fails precisely."""
     conf = parse_config(
         """
         authorization {
@@ -151,11 +145,10 @@ def test_cluster_flag_with_user_info_sets_route_credentials() -> None:
     assert (opts.cluster_host, opts.cluster_port) == ("127.0.0.1", 7000)
 
 
-def test_client_auth_flags_are_refused_until_built() -> None:
-    with pytest.raises(SystemExit, match="not supported yet"):
-        options_from(_args(user="u", password="p"))
-    with pytest.raises(SystemExit, match="not supported yet"):
-        options_from(_args(auth="tok"))
+def test_client_auth_flags() -> None:
+    opts = options_from(_args(user="u", password="p"))
+    assert [(u.user, u.password) for u in opts.client_auth.users] == [("u", "p")]
+    assert options_from(_args(auth="tok")).client_auth.token == "tok"
     with pytest.raises(SystemExit, match="--pass needs --user"):
         options_from(_args(password="p"))
 
