@@ -4,10 +4,16 @@ pysyncobj supplies the consensus algorithm (elections, log matching, commit rule
 Around it, jetraft supplies what makes it fit a server that must not lose acknowledged writes:
 
 * **Transport**: pysyncobj messages travel as MessagePack inside ``RAFT`` route frames, tagged
-  with the group name, so every group shares the one cluster port. Every received message is
-  rebuilt from its schema (protocol/raft_messages.py) before pysyncobj sees it, and pysyncobj's
-  pickling path for large entries (``transmission`` chunks) is never used: such an entry is sent
-  whole. No byte from a peer is ever unpickled.
+  with the group name, so every group shares the one cluster port. No byte from a peer is ever
+  unpickled: every received message is rebuilt from its schema (protocol/raft_messages.py) before
+  pysyncobj sees it, and a bad one raises ``RaftMessageError`` so the route closes the link.
+  pysyncobj pickles an entry of ``appendEntriesBatchSizeBytes`` or more into ``transmission``
+  chunks (which the receiver would unpickle); ``_GroupTransport.send`` sends such an entry whole
+  in an ordinary append instead, and peers refuse transmission chunks. A snapshot a leader sends
+  is checked as a whole (``_SnapshotReceiver``) before pysyncobj installs it. Proposals forwarded
+  by a peer (``apply_command``) are taken by the meta group only; membership changes stay off
+  (``dynamicMembershipChange``), and only REGULAR entries are applied (``__doApplyCommand`` is
+  replaced), so pysyncobj's pickled MEMBERSHIP/VERSION commands are never loaded either.
 * **Journal**: ``DurableJournal`` (our format, no pickle on disk). Appends are group-committed:
   a follower's positive append reply (``next_node_idx``) is held until the entries it covers are
   fsynced, and the driver fsyncs a group's journal before every tick and right after it, so the
@@ -26,7 +32,8 @@ read or replaced right after construction and are listed in ``_SyncObj__*`` acce
 upgrade of the pinned version has one place to check.
 
 Must never: acknowledge an append (or count the leader) before the entries are fsynced; tick a
-group from anywhere but the driver.
+group from anywhere but the driver; hand pysyncobj a peer's message that raft_messages did not
+rebuild, or send it a ``transmission`` chunk.
 """
 
 from __future__ import annotations
@@ -50,7 +57,16 @@ from pysyncobj.transport import Transport
 from cluster import sync_ledger
 from cluster.raft_journal import DurableJournal
 from cluster.routes import RouteManager
-from protocol.raft_messages import APPLY_COMMAND, RAFT_VALUE_MAX, validate_raft_message
+from protocol.raft_messages import (
+    APPEND_ENTRIES,
+    APPLY_COMMAND,
+    COMMAND_NO_OP,
+    COMMAND_REGULAR,
+    NEXT_NODE_IDX,
+    RAFT_VALUE_MAX,
+    RaftMessageError,
+    validate_raft_message,
+)
 
 log = logging.getLogger("jetraft.raft")
 
@@ -65,8 +81,12 @@ RAFT_APPEND_BYTES_MAX = 32 * 1024 * 1024  # per append message; larger single en
 RAFT_COMPACT_ENTRIES = 4096  # compact the log (tiny snapshot) after this many entries...
 RAFT_COMPACT_INTERVAL_S = 120.0  # ...or this long
 SNAPSHOT_VERSION = 1
-_REGULAR = 0  # pysyncobj's command type for application entries
-_NO_OP = 1
+# A snapshot is "applied through I" plus the owner's small state (the meta group's assignments):
+# far below this even with very many streams. It bounds what a peer can make a node buffer.
+SNAPSHOT_BYTES_MAX = 256 * 1024 * 1024
+_SNAPSHOT_KEYS = frozenset({"v", "group", "last", "prev", "peers", "state"})
+_REGULAR = COMMAND_REGULAR  # pysyncobj's command type for application entries
+_NO_OP = COMMAND_NO_OP
 
 ApplyFn = Callable[[int, bytes], Any]
 SnapshotFn = Callable[[int], dict[str, Any]]
@@ -93,13 +113,18 @@ class _GroupTransport(Transport):  # type: ignore[misc]
     def send(self, node: Node, message: dict[str, Any]) -> bool:
         journal = self.journal
         if "transmission" in message:
-            # pysyncobj splits an entry larger than appendEntriesBatchSizeBytes into pickled
-            # chunks, and the receiver would unpickle them: peers refuse such frames
-            # (protocol/raft_messages.py). The entry goes whole instead, read from the journal;
-            # the later chunks of the same transmission are dropped.
+            # pysyncobj splits an entry of appendEntriesBatchSizeBytes or more into pickled
+            # chunks (start, process..., finish), and the receiver would unpickle them: peers
+            # refuse such frames (protocol/raft_messages.py). The 'start' chunk is replaced by an
+            # ordinary append carrying that one entry whole, read from the journal (the frame
+            # limit, 256 MiB, is far above any entry); 'process' and 'finish' are dropped. The
+            # follower answers the append as usual, so pysyncobj's bookkeeping is unchanged.
             if message["transmission"] != "start" or journal is None:
                 return True
-            message = self._whole_entry(message, journal)
+            whole = self._whole_entry(message, journal)
+            if whole is None:
+                return True  # not in the journal (cannot happen): Raft resends on the next tick
+            message = whole
         if (
             message.get("type") == "next_node_idx"
             and message.get("success")
@@ -113,9 +138,13 @@ class _GroupTransport(Transport):  # type: ignore[misc]
         return self.routes.send_raft(node.id, self.group_name, message)
 
     @staticmethod
-    def _whole_entry(message: dict[str, Any], journal: DurableJournal) -> dict[str, Any]:
+    def _whole_entry(message: dict[str, Any], journal: DurableJournal) -> dict[str, Any] | None:
+        """The append pysyncobj would have sent had the entry been small: the one entry right
+        after prevLogIdx (pysyncobj chunks an entry only when it is the only one to send)."""
         index = int(message["prevLogIdx"]) + 1
         first = int(journal[0][1])
+        if not first <= index <= int(journal[-1][1]):
+            return None
         data, entry_index, term = journal[index - first]
         return {
             "type": "append_entries",
@@ -180,6 +209,7 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
         self.transport_ = _GroupTransport(name, routes, driver)
         self.transport_.journal = self.journal
         self.snapshot_path = data_dir / "snapshot.json"
+        self.snapshot_receiver = _SnapshotReceiver(name)
         self.applying_index = 0
         # set while the owner fetches state the log no longer has: the driver does not tick
         self.paused = False
@@ -271,15 +301,14 @@ class RaftGroup(SyncObj):  # type: ignore[misc]
 
     def _read_snapshot(self, path: str) -> tuple[Any, ...]:
         with open(path, "rb") as f:
-            doc = json.loads(f.read())
-        if doc.get("v") != SNAPSHOT_VERSION:
-            raise ValueError(f"{path}: snapshot version {doc.get('v')} not supported")
-        # the file may have come from a peer (snapshot install): checked like a Raft message
-        last, prev = _snapshot_entry(doc.get("last")), _snapshot_entry(doc.get("prev"))
-        if not isinstance(doc.get("state", {}), dict):
-            raise ValueError(f"{path}: snapshot state must be an object")
+            raw = f.read(SNAPSHOT_BYTES_MAX + 1)
+        # the file may have come from a peer (snapshot install): checked again, like on receipt
+        try:
+            last, prev, state = parse_snapshot(raw, self.group_name)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
         if self._restore_fn is not None:
-            self._restore_fn(last[1], doc.get("state") or {})
+            self._restore_fn(last[1], state)
         return last, prev, {self.nodes[p] for p in self.peer_ids if p in self.nodes}
 
     # --- what the owner uses -----------------------------------------------------------------
@@ -352,14 +381,88 @@ def _snapshot_entry(value: object) -> tuple[bytes, int, int]:
         or type(value[0]) is not str
         or any(type(v) is not int or not 0 <= v <= RAFT_VALUE_MAX for v in value[1:])
     ):
-        raise ValueError(f"snapshot entry must be [base64, index, term], not {value!r}")
-    return base64.b64decode(value[0], validate=True), int(value[1]), int(value[2])
+        raise ValueError("snapshot entry must be [base64, index, term]")
+    try:
+        data = base64.b64decode(value[0], validate=True)
+    except ValueError:  # binascii.Error
+        raise ValueError("snapshot entry data is not base64") from None
+    return data, int(value[1]), int(value[2])
+
+
+def parse_snapshot(raw: bytes, group_name: str) -> tuple[Any, Any, dict[str, Any]]:
+    """(last entry, previous entry, owner state) of a snapshot file, checked as strictly as a
+    Raft message: exactly the document ``_write_snapshot_file`` writes, for this group."""
+    if len(raw) > SNAPSHOT_BYTES_MAX:
+        raise ValueError(f"snapshot exceeds {SNAPSHOT_BYTES_MAX} bytes")
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"snapshot is not JSON: {type(exc).__name__}") from None
+    if type(doc) is not dict or set(doc) != _SNAPSHOT_KEYS:
+        raise ValueError(f"snapshot must be an object with exactly {sorted(_SNAPSHOT_KEYS)}")
+    if type(doc["v"]) is not int or doc["v"] != SNAPSHOT_VERSION:
+        raise ValueError("snapshot version not supported")
+    if doc["group"] != group_name:
+        raise ValueError("snapshot is for another group")
+    peers = doc["peers"]
+    if type(peers) is not list or any(type(p) is not str for p in peers):
+        raise ValueError("snapshot peers must be a list of names")
+    if type(doc["state"]) is not dict:
+        raise ValueError("snapshot state must be an object")
+    last, prev = _snapshot_entry(doc["last"]), _snapshot_entry(doc["prev"])
+    # the last two applied entries (pysyncobj's __tryLogCompaction); the log restarts with them
+    if prev[1] + 1 != last[1] or prev[2] > last[2]:
+        raise ValueError("snapshot entries do not follow each other")
+    return last, prev, doc["state"]
+
+
+class _SnapshotReceiver:
+    """Assembles the snapshot a leader sends in ``serialized`` chunks, alongside pysyncobj, so
+    the whole file is checked (``parse_snapshot``) before pysyncobj installs it: a bad one
+    raises ``RaftMessageError`` on its last chunk, which pysyncobj then never sees, and the
+    snapshot file on disk stays as it was. Follows pysyncobj's Serializer.setTransmissionData: a
+    first chunk restarts, a chunk without a started transfer is ignored."""
+
+    def __init__(self, group_name: str) -> None:
+        self.group_name = group_name
+        self.buffer: bytearray | None = None
+
+    def check(self, chunk: tuple[bytes, bool, bool]) -> None:
+        data, first, last = chunk
+        if first:
+            self.buffer = bytearray()
+        buffer = self.buffer
+        if buffer is None:
+            return  # pysyncobj ignores it too
+        buffer += data
+        if len(buffer) > SNAPSHOT_BYTES_MAX:
+            self.buffer = None
+            raise RaftMessageError(f"snapshot transfer exceeds {SNAPSHOT_BYTES_MAX} bytes")
+        if last:
+            self.buffer = None
+            try:
+                parse_snapshot(bytes(buffer), self.group_name)
+            except ValueError as exc:
+                raise RaftMessageError(f"snapshot from the leader refused: {exc}") from None
 
 
 def deliver(group: RaftGroup, node: Node, message: dict[str, Any]) -> None:
     """Hand a peer's Raft message to pysyncobj, with two corrections of its follower/leader
     bookkeeping (both found by the chaos harness and the cluster benchmark)."""
     kind = message.get("type")
+    if (
+        kind == APPEND_ENTRIES
+        and message.get("serialized") is not None
+        and message["term"] >= group.raftCurrentTerm  # else pysyncobj ignores the message
+    ):
+        group.snapshot_receiver.check(message["serialized"])
+    if kind == NEXT_NODE_IDX and message.get("success") and group.is_leader:
+        if int(message["next_node_idx"]) > group.last_log_index + 1:
+            # acknowledges entries this leader does not have: a reply to an earlier leadership
+            # of this node (replies carry no term) or a lie. pysyncobj would count it as
+            # replicated and could commit on it.
+            log.debug("group %s: ignoring an append reply beyond the log", group.group_name)
+            return
     if group.abstaining:
         if kind == "request_vote":
             return  # no answer is a refusal
@@ -447,9 +550,11 @@ class RaftDriver:
         if node is None or peer == group.self_id:
             return
         if checked["type"] == APPLY_COMMAND and not group.forward_proposals:
-            return  # stream groups take proposals from their own leader only
-        message = checked
-        deliver(group, node, message)
+            # stream groups take proposals from their own leader only (_checkCommandsToApply):
+            # one forwarded by a peer would be appended as if this node had proposed it
+            log.debug("group %s: dropping a proposal forwarded by %s", group_name, peer)
+            return
+        deliver(group, node, checked)
         self.kick(group_name)
 
     def _peer_up(self, peer: str) -> None:

@@ -20,8 +20,21 @@ from typing import Any
 # (a forged 2**64-1 term used to make every later election fail, across restarts).
 RAFT_VALUE_MAX = 2**62
 RAFT_ENTRIES_MAX = 1_000_000  # entries in one append; the sender bounds appends by bytes first
-RAFT_SNAPSHOT_CHUNK_BYTES_MAX = 64 * 1024 * 1024
+# The bytes of one append's entries together (and of one forwarded command). A route frame is at
+# most 256 MiB (protocol/route_frames.py FRAME_BYTES_MAX) so nothing larger can arrive; stating
+# the bound here keeps the codec safe on its own (tests, another transport).
+RAFT_ENTRY_BYTES_MAX = 256 * 1024 * 1024
+RAFT_SNAPSHOT_CHUNK_BYTES_MAX = 64 * 1024 * 1024  # pysyncobj's chunks are 64 KiB by default
 RAFT_FAIL_REASON_MAX = 64  # pysyncobj FAIL_REASON codes are small integers
+_SHOWN_CHARS_MAX = 80  # of a refused value in an error: a peer must not be able to flood the log
+
+# The first byte of every log entry is pysyncobj's command type (its ``_COMMAND_TYPE``, checked
+# against pysyncobj in tests/protocol/test_raft_messages.py). jetraft only ever creates REGULAR
+# entries (proposals) and NO_OP entries (one per election); pysyncobj's MEMBERSHIP and VERSION
+# commands are pickles, so they are refused here and can never reach a log.
+COMMAND_REGULAR = 0
+COMMAND_NO_OP = 1
+_ENTRY_COMMAND_TYPES = frozenset({COMMAND_REGULAR, COMMAND_NO_OP})
 
 TIMEOUT_NOW = "timeout_now"
 REQUEST_VOTE = "request_vote"
@@ -36,24 +49,25 @@ class RaftMessageError(ValueError):
     """A peer sent something that is not a Raft message jetraft sends; drop the link."""
 
 
+def _show(value: object) -> str:
+    """``repr`` of a refused value, cut short: it ends up in a WARNING line."""
+    text = repr(value)
+    if len(text) > _SHOWN_CHARS_MAX:
+        return text[:_SHOWN_CHARS_MAX] + f"... ({len(text)} chars)"
+    return text
+
+
 def _uint(message: dict[Any, Any], key: str, maximum: int = RAFT_VALUE_MAX) -> int:
     value = message.get(key)
     if type(value) is not int or not 0 <= value <= maximum:
-        raise RaftMessageError(f"{key} must be an integer in [0, {maximum}], not {value!r}")
+        raise RaftMessageError(f"{key} must be an integer in [0, {maximum}], not {_show(value)}")
     return value
 
 
 def _bool(message: dict[Any, Any], key: str) -> bool:
     value = message.get(key)
     if type(value) is not bool:
-        raise RaftMessageError(f"{key} must be a boolean, not {value!r}")
-    return value
-
-
-def _bytes(message: dict[Any, Any], key: str) -> bytes:
-    value = message.get(key)
-    if type(value) is not bytes:
-        raise RaftMessageError(f"{key} must be bytes, not {type(value).__name__}")
+        raise RaftMessageError(f"{key} must be a boolean, not {_show(value)}")
     return value
 
 
@@ -63,9 +77,17 @@ def _keys(message: dict[Any, Any], required: frozenset[str], optional: frozenset
     extra = keys - required - optional
     if missing or extra:
         raise RaftMessageError(
-            f"{message.get('type')}: missing {sorted(missing)}, unexpected "
-            f"{sorted(map(str, extra))}"
+            f"{_show(message.get('type'))}: missing {sorted(missing)}, unexpected "
+            f"{_show(sorted(map(str, extra)))}"
         )
+
+
+def _command(data: object, what: str, types: frozenset[int]) -> bytes:
+    if type(data) is not bytes or not data or len(data) > RAFT_ENTRY_BYTES_MAX:
+        raise RaftMessageError(f"{what} must be non-empty bytes within the size limit")
+    if data[0] not in types:
+        raise RaftMessageError(f"{what}: command type {data[0]} is not one jetraft uses")
+    return data
 
 
 def _entries(value: object, prev_index: int) -> list[tuple[bytes, int, int]]:
@@ -73,15 +95,19 @@ def _entries(value: object, prev_index: int) -> list[tuple[bytes, int, int]]:
         raise RaftMessageError("entries must be a list of [data, index, term]")
     out: list[tuple[bytes, int, int]] = []
     expected = prev_index + 1
+    total = 0
     for entry in value:
         if type(entry) is not list or len(entry) != 3:
             raise RaftMessageError("an entry must be [data, index, term]")
         data, index, term = entry
-        if type(data) is not bytes:
-            raise RaftMessageError("entry data must be bytes")
+        data = _command(data, "entry data", _ENTRY_COMMAND_TYPES)
+        total += len(data)
+        if total > RAFT_ENTRY_BYTES_MAX:
+            raise RaftMessageError(f"entries exceed {RAFT_ENTRY_BYTES_MAX} bytes")
         for name, number in (("index", index), ("term", term)):
             if type(number) is not int or not 0 <= number <= RAFT_VALUE_MAX:
-                raise RaftMessageError(f"entry {name} out of range: {number!r}")
+                raise RaftMessageError(f"entry {name} out of range: {_show(number)}")
+        # the entries a leader sends are the ones right after prevLogIdx, in order
         if index != expected:
             raise RaftMessageError(f"entry index {index} does not follow {expected - 1}")
         expected += 1
@@ -156,19 +182,26 @@ def validate_raft_message(obj: object) -> dict[str, Any]:
         }
     if kind == APPLY_COMMAND:
         _keys(obj, frozenset({"type", "command"}), frozenset({"request_id"}))
-        out: dict[str, Any] = {"type": kind, "command": _bytes(obj, "command")}
+        # only the meta group forwards, and only proposals (raft_group.RaftGroup.propose)
+        command = _command(obj.get("command"), "command", frozenset({COMMAND_REGULAR}))
+        out: dict[str, Any] = {"type": kind, "command": command}
         if "request_id" in obj:
             out["request_id"] = _uint(obj, "request_id")
         return out
     if kind == APPLY_COMMAND_RESPONSE:
-        _keys(obj, frozenset({"type", "request_id"}), frozenset({"error", "log_idx", "log_term"}))
-        out = {"type": kind, "request_id": _uint(obj, "request_id")}
+        # pysyncobj sends either the error or where the command went in the log, never both
         if "error" in obj:
-            out["error"] = _uint(obj, "error", RAFT_FAIL_REASON_MAX)
-        elif "log_idx" in obj and "log_term" in obj:
-            out["log_idx"] = _uint(obj, "log_idx")
-            out["log_term"] = _uint(obj, "log_term")
-        else:
-            raise RaftMessageError("apply_command_response needs error or log_idx and log_term")
-        return out
-    raise RaftMessageError(f"unknown Raft message type {kind!r}")
+            _keys(obj, frozenset({"type", "request_id", "error"}), frozenset())
+            return {
+                "type": kind,
+                "request_id": _uint(obj, "request_id"),
+                "error": _uint(obj, "error", RAFT_FAIL_REASON_MAX),
+            }
+        _keys(obj, frozenset({"type", "request_id", "log_idx", "log_term"}), frozenset())
+        return {
+            "type": kind,
+            "request_id": _uint(obj, "request_id"),
+            "log_idx": _uint(obj, "log_idx"),
+            "log_term": _uint(obj, "log_term"),
+        }
+    raise RaftMessageError(f"unknown Raft message type {_show(kind)}")
