@@ -421,19 +421,22 @@ class _SnapshotReceiver:
     the whole file is checked (``parse_snapshot``) before pysyncobj installs it: a bad one
     raises ``RaftMessageError`` on its last chunk, which pysyncobj then never sees, and the
     snapshot file on disk stays as it was. Follows pysyncobj's Serializer.setTransmissionData: a
-    first chunk restarts, a chunk without a started transfer is ignored."""
+    first chunk restarts a transfer. A later chunk without a transfer started here is not
+    delivered at all: after a refusal pysyncobj still holds the refused transfer's temporary file
+    open, and a forged "last" chunk would otherwise complete and install it unchecked."""
 
     def __init__(self, group_name: str) -> None:
         self.group_name = group_name
         self.buffer: bytearray | None = None
 
-    def check(self, chunk: tuple[bytes, bool, bool]) -> None:
+    def check(self, chunk: tuple[bytes, bool, bool]) -> bool:
+        """Whether pysyncobj may see this chunk; raises RaftMessageError for a bad snapshot."""
         data, first, last = chunk
         if first:
             self.buffer = bytearray()
         buffer = self.buffer
         if buffer is None:
-            return  # pysyncobj ignores it too
+            return False  # no transfer this receiver checked: pysyncobj must not write it
         buffer += data
         if len(buffer) > SNAPSHOT_BYTES_MAX:
             self.buffer = None
@@ -444,6 +447,7 @@ class _SnapshotReceiver:
                 parse_snapshot(bytes(buffer), self.group_name)
             except ValueError as exc:
                 raise RaftMessageError(f"snapshot from the leader refused: {exc}") from None
+        return True
 
 
 def deliver(group: RaftGroup, node: Node, message: dict[str, Any]) -> None:
@@ -455,7 +459,9 @@ def deliver(group: RaftGroup, node: Node, message: dict[str, Any]) -> None:
         and message.get("serialized") is not None
         and message["term"] >= group.raftCurrentTerm  # else pysyncobj ignores the message
     ):
-        group.snapshot_receiver.check(message["serialized"])
+        if not group.snapshot_receiver.check(message["serialized"]):
+            log.debug("group %s: snapshot chunk outside a transfer dropped", group.group_name)
+            return
     if kind == NEXT_NODE_IDX and message.get("success") and group.is_leader:
         if int(message["next_node_idx"]) > group.last_log_index + 1:
             # acknowledges entries this leader does not have: a reply to an earlier leadership
