@@ -421,3 +421,19 @@ async def test_a_leader_ignores_an_append_reply_beyond_its_log(tmp_path: Path) -
         assert group.peer_progress()["n2"][0] == last
     finally:
         await driver.close()
+
+
+async def test_pysyncobjs_own_unpickling_stays_unreachable(tmp_path: Path) -> None:
+    """The receive path aside, pysyncobj unpickles MEMBERSHIP/VERSION commands when it applies
+    them and membership requests when dynamic membership is on: both must stay switched off."""
+    routes = _Routes()
+    group = _group(tmp_path, routes, "S.X")
+    try:
+        assert group._SyncObj__conf.dynamicMembershipChange is False
+        proof = tmp_path / "PROOF"
+        payload = pickle.dumps(_CreateFile(proof))
+        for command_type in (b"\x02", b"\x03"):  # MEMBERSHIP, VERSION
+            assert group._SyncObj__doApplyCommand(command_type + payload) is None
+        assert not proof.exists()
+    finally:
+        group.close()
