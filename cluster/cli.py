@@ -254,10 +254,13 @@ def _limit_options(conf: ConfMap, opts: ServerOptions) -> None:
     if value is not None:
         opts.max_control_line = value
     if "write_deadline" in conf:
-        raise SystemExit(
-            f"jetraft: config line {conf.line_of('write_deadline')}: write_deadline is not "
-            "supported yet (slow consumers are cut off by max_pending)"
-        )
+        deadline = _seconds(conf["write_deadline"])
+        if deadline <= 0:
+            raise SystemExit(
+                f"jetraft: config line {conf.line_of('write_deadline')}: write_deadline must be "
+                "positive"
+            )
+        opts.write_deadline_s = deadline
 
 
 def _logging_options(args: argparse.Namespace, conf: ConfMap, opts: ServerOptions) -> None:
@@ -317,14 +320,17 @@ def _security_options(args: argparse.Namespace, conf: ConfMap, opts: ServerOptio
             ca_file=Path(ca) if ca else None,
             verify=verify,
         )
-    if opts.tls is not None:
-        raise SystemExit("jetraft: client TLS (tls block, --tls*) is not supported yet")
     https_port = getattr(args, "https_port", None)
     if https_port is None:
         https_port = _int_option(conf, "https_port")
     if https_port:
         if opts.tls is None:
             raise SystemExit("jetraft: https_port needs TLS (a tls block or --tlscert/--tlskey)")
+        if opts.http_port:  # nats-server refuses this combination too
+            raise SystemExit(
+                f"jetraft: can't specify both HTTP ({opts.http_port}) and HTTPs ({https_port}) "
+                "ports"
+            )
         opts.https_port = https_port
 
 

@@ -3,8 +3,11 @@
 Bytes from the socket go into the sans-I/O ``ClientSession``; its actions become subscriptions,
 publishes through the router, or bytes back to the client. Outgoing bytes are collected and
 written once per event-loop turn, so a burst of deliveries costs one send. A client that cannot
-keep up (more than ``PENDING_BYTES_MAX`` unsent) is cut off as a slow consumer, as nats-server
-does, rather than letting it stall publishers.
+keep up is cut off as a slow consumer, as nats-server does, rather than letting it stall
+publishers or hold memory: when more than ``max_pending`` bytes are unsent (ours and the
+transport's buffers), or when bytes handed to the socket have not left within
+``write_deadline_s``. With client TLS the INFO goes out in plain text and the client then starts
+the handshake (nats-server's default, not ``handshake_first``).
 
 Must never: block the loop, or let one client's bad input affect another connection.
 """
@@ -13,13 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+from cluster.password_pool import check_password
 from cluster.router import Subscription
 from protocol import session as ps
 from protocol.auth import ERR_AUTH_TIMEOUT, PermissionChecker, new_nonce
 from protocol.auth_config import ClientAuthConfig
 from protocol.parser import MAX_CONTROL_LINE_BYTES_DEFAULT
+from protocol.timefmt import format_go_duration
 
 if TYPE_CHECKING:
     from cluster.router import Router
@@ -30,7 +37,57 @@ PENDING_BYTES_MAX = 64 * 1024 * 1024  # nats-server MAX_PENDING_SIZE
 FIRST_PING_INTERVAL_S = 2.0  # nats-server firstClientPingInterval
 PING_INTERVAL_S = 120.0  # nats-server DEFAULT_PING_INTERVAL
 PINGS_OUTSTANDING_MAX = 2  # nats-server DEFAULT_PING_MAX_OUT
+WRITE_DEADLINE_S = 10.0  # nats-server DEFAULT_FLUSH_DEADLINE
+TLS_TIMEOUT_S = 2.0  # nats-server TLS_TIMEOUT
 ERR_STALE_CONNECTION = "Stale Connection"
+# CPython 3.11 specializes attribute access on an object only while its __dict__ fits the
+# class's shared keys: a 30th instance attribute on ClientConnection made send_raw, run for every
+# delivery, ~20% slower (measured). State most connections never need lives in class-level
+# defaults or in the small slotted objects below, one attribute each.
+ATTRIBUTES_FAST_MAX = 29
+
+
+class _SendLimits:
+    """What a client may be owed (max_pending), for how long (write_deadline), and whom to tell
+    when it is cut off as a slow consumer."""
+
+    __slots__ = ("max_pending", "on_slow_consumer", "write_deadline_s")
+
+    def __init__(
+        self,
+        max_pending: int,
+        write_deadline_s: float,
+        on_slow_consumer: Callable[[], None] | None,
+    ) -> None:
+        self.max_pending = max_pending
+        self.write_deadline_s = write_deadline_s
+        self.on_slow_consumer = on_slow_consumer
+
+
+class _Stall:
+    """A client whose socket fell behind: the write deadline's timer, what had been written when
+    it was armed, and the writes since the socket last took everything."""
+
+    __slots__ = ("mark", "timer", "writes")
+
+    def __init__(self) -> None:
+        self.mark = 0
+        self.timer: asyncio.TimerHandle | None = None
+        self.writes = 0
+
+
+class _TLS:
+    """Client TLS: the context, the handshake timeout and task, and the socket's own transport
+    beneath the TLS one, which holds the encrypted bytes not yet sent (the TLS transport does not
+    count them)."""
+
+    __slots__ = ("context", "handshake", "timeout_s", "wire")
+
+    def __init__(self, context: ssl.SSLContext, timeout_s: float) -> None:
+        self.context = context
+        self.timeout_s = timeout_s
+        self.wire: asyncio.Transport | None = None
+        self.handshake: asyncio.Task[None] | None = None
 
 
 class ClientConnection(asyncio.Protocol):
@@ -39,6 +96,9 @@ class ClientConnection(asyncio.Protocol):
     perms: PermissionChecker | None = None
     _auth_timeout_s = 0.0
     _auth_timer: asyncio.TimerHandle | None = None
+    # set only on TLS connections, and once a client's socket falls behind (ATTRIBUTES_FAST_MAX)
+    _tls: _TLS | None = None
+    _stall: _Stall | None = None
 
     def __init__(
         self,
@@ -51,10 +111,20 @@ class ClientConnection(asyncio.Protocol):
         pings_outstanding_max: int = PINGS_OUTSTANDING_MAX,
         max_pending: int = PENDING_BYTES_MAX,
         max_control_line: int = MAX_CONTROL_LINE_BYTES_DEFAULT,
-        on_slow_consumer: Any = None,
+        on_slow_consumer: Callable[[], None] | None = None,
+        write_deadline_s: float = WRITE_DEADLINE_S,
+        tls: ssl.SSLContext | None = None,
+        tls_timeout_s: float = TLS_TIMEOUT_S,
     ) -> None:
-        self.max_pending = max_pending
-        self._on_slow_consumer = on_slow_consumer
+        self._limits = _SendLimits(max_pending, write_deadline_s, on_slow_consumer)
+        if tls is not None:
+            self._tls = _TLS(tls, tls_timeout_s)
+        self._peer = ""
+        # What _out may hold before the exact check (which asks the transports) runs: the limit
+        # less what the transports held at the last flush. They only drain in between, so this
+        # errs on the safe side and keeps the per-send cost at one comparison.
+        self._room = max_pending
+        self._written = 0  # bytes handed to the transport so far
         self.ping_interval_s = ping_interval_s
         self.pings_outstanding_max = pings_outstanding_max
         self.router = router
@@ -82,18 +152,74 @@ class ClientConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:  # the INFO tells a client the address the server sees it at
             self.session.set_info({**self._info, "client_ip": peer[0]})
-        self.send_raw(self.session.initial_bytes())
+            self._peer = f"{peer[0]}:{peer[1]}"
         if self._refusal is not None:
+            # before any TLS: nats-server refuses in plain text, INFO first
+            self.send_raw(self.session.initial_bytes())
             self.send_raw(ps.encode_err(self._refusal))
             self.close()
             return
-        self._ping_timer = asyncio.get_running_loop().call_later(
-            min(FIRST_PING_INTERVAL_S, self.ping_interval_s), self._ping
-        )
+        if self._tls is not None:
+            # Nothing may go out in the clear after the INFO, so there is no transport to write
+            # to until the handshake is done. The INFO is written one loop turn later, once
+            # reading can be paused: uvloop starts reading only after connection_made returns
+            # (a pause here would be undone), and the client's ClientHello, which follows the
+            # INFO, must reach start_tls and not this plain protocol.
+            self._tls.wire = self.transport
+            self.transport = None
+            asyncio.get_running_loop().call_soon(self._send_info_then_tls)
+            return
+        self.send_raw(self.session.initial_bytes())
+        self._established()
+
+    def _established(self) -> None:
+        """The connection speaks the NATS protocol now (after the TLS handshake, if any).
+
+        nats-server starts its timers only here, so that none fires into a TLS handshake."""
         if self._auth_timeout_s > 0:
             self._auth_timer = asyncio.get_running_loop().call_later(
                 self._auth_timeout_s, self._auth_timed_out
             )
+        self._ping_timer = asyncio.get_running_loop().call_later(
+            min(FIRST_PING_INTERVAL_S, self.ping_interval_s), self._ping
+        )
+
+    def _send_info_then_tls(self) -> None:
+        tls = self._tls
+        wire = None if tls is None else tls.wire
+        if self._closed or tls is None or wire is None or wire.is_closing():
+            return
+        wire.pause_reading()  # start_tls resumes it with its own protocol in place
+        wire.write(self.session.initial_bytes())
+        tls.handshake = asyncio.get_running_loop().create_task(self._start_tls(tls, wire))
+
+    async def _start_tls(self, tls: _TLS, wire: asyncio.Transport) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            # a timeout ends in ConnectionAbortedError; plain protocol bytes in ssl.SSLError
+            upgraded = await loop.start_tls(
+                wire,
+                self,
+                tls.context,
+                server_side=True,
+                ssl_handshake_timeout=tls.timeout_s,
+            )
+        except Exception as exc:  # whatever failed, the client is not connected
+            # nats-server logs this at debug level too: a port scanner is not news
+            log.debug("%s - cid:%d - TLS handshake error: %s", self._peer, self.cid, exc)
+            if not self._closed:  # (a timeout may have closed it through connection_lost)
+                wire.abort()
+                self._teardown()
+            return
+        if upgraded is None or self._closed:
+            if upgraded is not None:
+                upgraded.abort()
+            return
+        self.transport = upgraded
+        log.debug("%s - cid:%d - TLS handshake complete", self._peer, self.cid)
+        self._established()
+        if self._out:  # answers to what arrived with the handshake's last flight
+            self._flush()
 
     def require_auth(self, cfg: ClientAuthConfig) -> None:
         """Clients must log in: INFO says ``auth_required`` (and carries a fresh ``nonce`` when
@@ -104,15 +230,41 @@ class ClientConnection(asyncio.Protocol):
             info["nonce"] = nonce
         self._info = ps.order_info(info)
         self.session.set_info(self._info)
-        self.session.require_auth(cfg, nonce, asyncio.get_running_loop().time)
+        self.session.require_auth(cfg, nonce, asyncio.get_running_loop().time, defer_bcrypt=True)
         self._auth_timeout_s = cfg.timeout_s
 
     def _auth_timed_out(self) -> None:
         self._auth_timer = None
         if not self._closed and self.session.awaiting_auth:
-            log.error("cid:%d - authentication timeout", self.cid)
+            log.error("%s - cid:%d - authentication timeout", self._peer, self.cid)
             self.send_raw(ps.encode_err(ERR_AUTH_TIMEOUT))
             self.close()
+
+    def _check_password(self, action: ps.CheckPassword) -> None:
+        """A CONNECT's bcrypt password goes to a worker thread (cluster/password_pool.py). The
+        session holds back everything after it; reading pauses so nothing piles up meanwhile."""
+        if self.transport is not None:
+            self.transport.pause_reading()
+        done = check_password(action.check, lambda: not self._closed)
+        done.add_done_callback(self._password_checked)
+
+    def _password_checked(self, done: asyncio.Future[bool]) -> None:
+        if self._closed:
+            return
+        ok = False
+        if not done.cancelled():
+            exc = done.exception()
+            if exc is not None:
+                log.error("%s - cid:%d - password check failed: %r", self._peer, self.cid, exc)
+            else:
+                ok = done.result()
+        if self.transport is not None:
+            self.transport.resume_reading()
+        self.session.password_checked(ok)
+        while (action := self.session.next_action()) is not None:
+            self._act(action)
+            if self._closed:
+                return
 
     def refuse_at_connect(self, err: str) -> None:
         """Send the INFO, then ``-ERR`` and close once connected (max_connections)."""
@@ -135,6 +287,19 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closed:
             return
+        if self.transport is None and self._tls is not None and self._tls.handshake is None:
+            # Bytes before the INFO on a TLS port (a client that handshakes first, or plain
+            # protocol): nats-server would still send its INFO, which such a client cannot take
+            # for a ServerHello, and its handshake would fail. The client sees the same here.
+            log.debug("%s - cid:%d - TLS handshake error: data before INFO", self._peer, self.cid)
+            self._closed = True
+            if self._tls.wire is not None:
+                self._tls.wire.write(self.session.initial_bytes())
+                self._tls.wire.close()
+            self._teardown()
+            return
+        # After start_tls this is decrypted data, possibly before the handshake task resumed
+        # (transport still None): its answers wait in _out for the first flush.
         self.session.receive_data(data)
         while (action := self.session.next_action()) is not None:
             self._act(action)
@@ -143,6 +308,16 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._teardown()
+
+    def pause_writing(self) -> None:
+        # The socket stopped taking data: what it holds must leave within write_deadline.
+        if not self._closed and (self._stall is None or self._stall.timer is None):
+            self._arm_write_deadline()
+
+    def resume_writing(self) -> None:
+        # Drained below the low-water mark: the room for new output is known again.
+        if not self._closed:
+            self._room = self._limits.max_pending - self._unsent_in_transports()
 
     # --- actions ------------------------------------------------------------------------
     def _act(self, action: object) -> None:
@@ -172,7 +347,7 @@ class ClientConnection(asyncio.Protocol):
         elif isinstance(action, ps.Close):
             if action.err is not None:
                 if action.err == ps.ERR_AUTHORIZATION_VIOLATION:
-                    log.error("cid:%d - authentication error", self.cid)
+                    log.error("%s - cid:%d - authentication error", self._peer, self.cid)
                 self.send_raw(ps.encode_err(action.err))
             self.close()
         elif isinstance(action, ps.Authorized):
@@ -180,6 +355,8 @@ class ClientConnection(asyncio.Protocol):
             if self._auth_timer is not None:
                 self._auth_timer.cancel()
                 self._auth_timer = None
+        elif isinstance(action, ps.CheckPassword):
+            self._check_password(action)
 
     def forget_sub(self, sub: Subscription) -> None:
         if self.subs.get(sub.sid) is sub:
@@ -200,41 +377,108 @@ class ClientConnection(asyncio.Protocol):
             return
         self._out.append(data)
         self._out_bytes += len(data)
-        if self._out_bytes > self.max_pending:
-            # checked per send, not per flush: replies built within one loop turn (a burst of
-            # Direct Gets) must not pile up past the limit before the flush sees them
-            pending = self._out_bytes
-            if self.transport is not None:
-                pending += self.transport.get_write_buffer_size()
-            if pending > self.max_pending:
-                self._slow_consumer()
-                return
+        # Checked per send, not per flush: replies built within one loop turn (a burst of
+        # Direct Gets) must not pile up past the limit before the flush sees them.
+        if self._out_bytes > self._room and self._over_max_pending():
+            return
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
+    def _unsent_in_transports(self) -> int:
+        size = 0 if self.transport is None else self.transport.get_write_buffer_size()
+        tls = self._tls
+        if tls is not None and tls.wire is not None:
+            size += tls.wire.get_write_buffer_size()
+        return size
+
+    def _over_max_pending(self) -> bool:
+        """The exact check: ours plus the transports' unsent bytes against max_pending."""
+        max_pending = self._limits.max_pending
+        self._room = max_pending - self._unsent_in_transports()
+        if self._out_bytes <= self._room:
+            return False
+        self._slow_consumer(f"MaxPending of {max_pending} Exceeded")
+        return True
+
     def _flush(self) -> None:
         self._flush_scheduled = False
-        if self._closed or self.transport is None or not self._out:
+        transport = self.transport
+        if self._closed or transport is None or not self._out:
             return
         data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
         self._out.clear()
         self._out_bytes = 0
-        self.transport.write(data)
-        if self.transport.get_write_buffer_size() > self.max_pending:
-            self._slow_consumer()
+        transport.write(data)
+        self._written += len(data)
+        unsent = self._unsent_in_transports()
+        max_pending = self._limits.max_pending
+        if unsent:  # the socket did not take it all: the client is behind, for now
+            if unsent > max_pending:
+                self._slow_consumer(f"MaxPending of {max_pending} Exceeded")
+                return
+            stall = self._stall
+            if stall is None or stall.timer is None:
+                stall = self._arm_write_deadline()
+            stall.writes += 1
+        self._room = max_pending - unsent
 
-    def _slow_consumer(self) -> None:
+    def _arm_write_deadline(self) -> _Stall:
+        stall = self._stall
+        if stall is None:
+            stall = self._stall = _Stall()
+        stall.mark = self._written
+        stall.timer = asyncio.get_running_loop().call_later(
+            self._limits.write_deadline_s, self._check_write_deadline
+        )
+        return stall
+
+    def _check_write_deadline(self) -> None:
+        """nats-server's write deadline: bytes handed to the socket must have left it within
+        write_deadline. Those written before the deadline was armed are checked now; later
+        ones by the next check. (Under TLS the unsent bytes are counted encrypted, a little
+        more than the clear text they carry, which errs towards the client being late.)"""
+        stall = self._stall
+        if stall is None or self._closed:
+            return
+        stall.timer = None
+        unsent = self._unsent_in_transports()
+        if unsent == 0:
+            stall.writes = 0
+            return
+        if self._written - unsent >= stall.mark:
+            self._arm_write_deadline()  # on time; newer bytes are still on their way
+            return
+        deadline = format_go_duration(round(self._limits.write_deadline_s * 1e9))
+        self._slow_consumer(
+            f"WriteDeadline of {deadline} exceeded with {max(stall.writes, 1)} chunks of "
+            f"{unsent} total bytes."
+        )
+
+    def _slow_consumer(self, why: str) -> None:
         """Cut the client off and drop what it was owed, as nats-server does: keeping (and
         still delivering) the buffer is what let one reader hold gigabytes."""
-        log.warning("Slow Consumer Detected: cid=%d name=%r: disconnecting", self.cid, self.name)
+        log.warning(
+            "%s - cid:%d - Slow Consumer Detected: %s (name=%r)",
+            self._peer,
+            self.cid,
+            why,
+            self.name,
+        )
+        if self._limits.on_slow_consumer is not None:
+            self._limits.on_slow_consumer()
+        self._abort()
+
+    def _abort(self) -> None:
+        """Close at once, dropping every unsent byte (ours and the transports')."""
         self._out.clear()
         self._out_bytes = 0
         self._closed = True
         if self.transport is not None:
             self.transport.abort()
-        if self._on_slow_consumer is not None:
-            self._on_slow_consumer()
+        tls = self._tls
+        if tls is not None and tls.wire is not None:
+            tls.wire.abort()
         self._teardown()
 
     def close(self, flush: bool = True) -> None:
@@ -245,6 +489,8 @@ class ClientConnection(asyncio.Protocol):
         self._closed = True
         if self.transport is not None:
             self.transport.close()
+        elif self._tls is not None and self._tls.wire is not None:
+            self._tls.wire.abort()  # mid TLS handshake: nothing is owed to the client yet
         self._teardown()
 
     def _teardown(self) -> None:
@@ -252,9 +498,20 @@ class ClientConnection(asyncio.Protocol):
         if self._ping_timer is not None:
             self._ping_timer.cancel()
             self._ping_timer = None
+        stall = self._stall
+        if stall is not None and stall.timer is not None:
+            stall.timer.cancel()
+            stall.timer = None
         if self._auth_timer is not None:
             self._auth_timer.cancel()
             self._auth_timer = None
+        handshake = None if self._tls is None else self._tls.handshake
+        if (
+            handshake is not None
+            and not handshake.done()
+            and handshake is not asyncio.current_task()
+        ):
+            handshake.cancel()
         for sub in list(self.subs.values()):
             self.router.remove(sub)
         self.subs.clear()

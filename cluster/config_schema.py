@@ -42,6 +42,8 @@ PERMISSIONS: dict[str, Any] = {
     "pub": None,
     "subscribe": None,
     "sub": None,
+    "import": None,  # nats-server's route names for publish/subscribe, taken for clients too
+    "export": None,
     "allow_responses": None,
     "publish_allow_responses": None,
 }

@@ -11,6 +11,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import ssl
+
     from cluster.server import Server
 
 REQUEST_LINE_BYTES_MAX = 8192  # a longer request line gets 431, as from Go's net/http
@@ -29,16 +31,25 @@ class _BadRequest(Exception):
 
 
 class MonitorServer:
-    def __init__(self, server: Server, host: str, port: int) -> None:
+    def __init__(
+        self, server: Server, host: str, port: int, *, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self.server = server
         self.host = host
         self.port = port
+        self._ssl = ssl_context  # https_port: the same endpoints over TLS
         self._srv: asyncio.Server | None = None
 
     async def start(self) -> None:
         # the reader's limit bounds what one line may buffer before readuntil refuses it
         self._srv = await asyncio.start_server(
-            self._handle, self.host, self.port, limit=REQUEST_HEAD_BYTES_MAX
+            self._handle,
+            self.host,
+            self.port,
+            limit=REQUEST_HEAD_BYTES_MAX,
+            ssl=self._ssl,
+            # a handshake that stalls is bounded like a request head that does
+            ssl_handshake_timeout=REQUEST_TIMEOUT_S if self._ssl is not None else None,
         )
         self.port = self._srv.sockets[0].getsockname()[1]
 

@@ -451,8 +451,9 @@ class _SnapshotReceiver:
 
 
 def deliver(group: RaftGroup, node: Node, message: dict[str, Any]) -> None:
-    """Hand a peer's Raft message to pysyncobj, with two corrections of its follower/leader
-    bookkeeping (both found by the chaos harness and the cluster benchmark)."""
+    """Hand a peer's (already validated) Raft message to pysyncobj, after checking a snapshot
+    transfer whole and dropping append replies beyond the log, and with two corrections of its
+    follower/leader bookkeeping (found by the chaos harness and the cluster benchmark)."""
     kind = message.get("type")
     if (
         kind == APPEND_ENTRIES

@@ -199,18 +199,52 @@ class Router:
                 if not candidates:
                     continue
             sub = self._choose(candidates)
-            if sub.route is not None:
-                if peer_queues is None:
-                    peer_queues = {}
-                peer_queues.setdefault(sub.route, []).append(queue)
-                continue
-            if self._deliver(sub, subject, reply, hdr, payload):
-                delivered += 1
+            if sub.route is None:
+                if self._deliver(sub, subject, reply, hdr, payload):
+                    delivered += 1
+                    continue
+                done, route_sub = self._queue_fallback(
+                    sub, candidates, subject, reply, hdr, payload
+                )
+                if done:
+                    delivered += 1
+                if route_sub is None:
+                    continue
+                sub = route_sub
+            assert sub.route is not None
+            if peer_queues is None:
+                peer_queues = {}
+            peer_queues.setdefault(sub.route, []).append(queue)
         if (plain_peers or peer_queues) and self.forwarder is not None:
             delivered += self._forward(subject, reply, hdr, payload, plain_peers, peer_queues)
         if delivered == 0 and reply and origin is not None and origin.no_responders:
             self._no_responders(subject, reply, origin)
         return delivered
+
+    def _queue_fallback(
+        self,
+        refused: Subscription,
+        candidates: list[Subscription],
+        subject: str,
+        reply: str | None,
+        hdr: bytes | None,
+        payload: bytes,
+    ) -> tuple[bool, Subscription | None]:
+        """The chosen queue member's permissions dropped the message: nats-server
+        (processMsgResults) then tries the group's other local members, and sends it to a
+        remote member only if none takes it. Returns (delivered here, route member to forward
+        to). Only reached on a refusal, so the copy and shuffle stay off the common path."""
+        others = [m for m in candidates if m is not refused]
+        self._rng.shuffle(others)
+        route_sub: Subscription | None = None
+        for member in others:
+            if member.route is not None:
+                if route_sub is None:
+                    route_sub = member
+                continue
+            if self._deliver(member, subject, reply, hdr, payload):
+                return True, None
+        return False, route_sub
 
     def _choose(self, candidates: list[Subscription]) -> Subscription:
         if len(candidates) == 1:
@@ -259,7 +293,9 @@ class Router:
         for queue in queues:
             local = [m for m in result.queues.get(queue, ()) if m.route is None]
             if local:
-                self._deliver(self._choose(local), subject, reply, hdr, payload)
+                sub = self._choose(local)
+                if not self._deliver(sub, subject, reply, hdr, payload):
+                    self._queue_fallback(sub, local, subject, reply, hdr, payload)
 
     def _deliver(
         self, sub: Subscription, subject: str, reply: str | None, hdr: bytes | None, payload: bytes

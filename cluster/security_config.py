@@ -8,6 +8,7 @@ Read from nats-server's config blocks (``authorization``, ``no_auth_user``, ``tl
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from protocol.auth_config import (
     SubjectPermission,
     UserEntry,
 )
+from protocol.gojson import go_quote
+from protocol.subjects import is_valid_subject
 from protocol.timefmt import parse_go_duration
 
 TLS_TIMEOUT_S = 2.0  # nats-server TLS_TIMEOUT: the handshake must finish this soon
@@ -108,17 +111,37 @@ def _timeout(block: ConfMap, default: float) -> float:
 # --- permissions ---------------------------------------------------------------------------------
 
 
-def _subjects(value: Any, block: ConfMap, key: str) -> tuple[str, ...]:
+def _perm_subject_problem(subject: str, allow_queue: bool) -> str | None:
+    """nats-server ``checkPermSubjectArray``: what is wrong with a permission subject (a
+    subscribe entry may be ``"subject queue"``), in its words; None if nothing. An unusable entry
+    must stop the server: skipped, a deny would silently allow."""
+    if is_valid_subject(subject):
+        return None
+    parts = subject.split()
+    if not allow_queue or len(parts) != 2:
+        return f"subject {go_quote(subject)} is not a valid subject"
+    if not is_valid_subject(parts[0]):
+        return f"subject {go_quote(parts[0])} is not a valid subject"
+    if not is_valid_subject(parts[1]):
+        return f"queue {go_quote(parts[1])} is not a valid queue"
+    return None
+
+
+def _subjects(value: Any, block: ConfMap, key: str, allow_queue: bool) -> tuple[str, ...]:
     items = value if isinstance(value, list) else [value]
     out = []
     for item in items:
         if not isinstance(item, str) or not item:
             raise _err(block, key, f"{key!r}: subjects must be non-empty strings, not {item!r}")
+        problem = _perm_subject_problem(item, allow_queue)
+        if problem is not None:
+            raise _err(block, key, problem)
         out.append(item)
     return tuple(out)
 
 
 def _subject_permission(value: Any, block: ConfMap, key: str) -> SubjectPermission:
+    queues = key == "subscribe"
     if isinstance(value, ConfMap):
         for k in value:
             if k.lower() not in ("allow", "deny"):
@@ -128,40 +151,57 @@ def _subject_permission(value: Any, block: ConfMap, key: str) -> SubjectPermissi
         allow = _get(value, "allow")
         deny = _get(value, "deny")
         return SubjectPermission(
-            allow=None if allow is None else _subjects(allow, value, "allow"),
-            deny=() if deny is None else _subjects(deny, value, "deny"),
+            allow=None if allow is None else _subjects(allow, value, "allow", queues),
+            deny=() if deny is None else _subjects(deny, value, "deny", queues),
         )
     # a bare subject or list means "allow these" (nats-server)
-    return SubjectPermission(allow=_subjects(value, block, key))
+    return SubjectPermission(allow=_subjects(value, block, key, queues))
+
+
+_RESPONSE_MAX_KEYS = ("max", "max_msgs", "max_messages", "max_responses")  # nats-server's names
+_RESPONSE_EXPIRES_KEYS = ("expires", "expiration", "ttl")
 
 
 def _response_permission(value: Any, block: ConfMap) -> ResponsePermission | None:
+    """nats-server ``parseAllowResponses``: 0 means the default (1 message, 2 minutes), a
+    negative value means no limit; ``expires`` must be a duration string."""
     if value is False:
         return None
     if value is True:
         return ResponsePermission()
-    if isinstance(value, ConfMap):
-        for k in value:
-            if k.lower() not in ("max", "expires"):
-                raise ConfigError(
-                    f"config line {value.line_of(k)}: unknown field {k!r} in allow_responses"
-                )
-        max_msgs = _get(value, "max")
-        expires = _get(value, "expires")
-        if max_msgs is not None and (type(max_msgs) is not int or max_msgs < 0):
-            raise _err(value, "max", f"allow_responses max must be a count, not {max_msgs!r}")
-        return ResponsePermission(
-            max_msgs=int(max_msgs) if max_msgs else 1,
-            expires_s=seconds(expires, "allow_responses expires") if expires is not None else 0.0,
-        )
-    raise _err(block, "allow_responses", "allow_responses must be true, false or a block")
+    if not isinstance(value, ConfMap):
+        raise _err(block, "allow_responses", "allow_responses must be true, false or a block")
+    max_msgs = ResponsePermission().max_msgs
+    expires_s = 0.0
+    for k, v in value.items():
+        name = k.lower()
+        if name in _RESPONSE_MAX_KEYS:
+            if type(v) is not int:
+                raise _err(value, name, f"allow_responses {k} must be an integer, not {v!r}")
+            if v != 0:
+                max_msgs = v
+        elif name in _RESPONSE_EXPIRES_KEYS:
+            if not isinstance(v, str):
+                raise _err(value, name, "error parsing expires, not a duration string")
+            try:
+                expires_ns = parse_go_duration(v)
+            except ValueError as exc:
+                raise _err(value, name, f"error parsing expires: {exc}") from None
+            if expires_ns != 0:
+                expires_s = expires_ns / 1e9
+        else:
+            raise ConfigError(
+                f"config line {value.line_of(k)}: unknown field {k!r} in allow_responses"
+            )
+    return ResponsePermission(max_msgs=max_msgs, expires_s=expires_s)
 
 
 def permissions_from(block: Any, where: ConfMap, key: str) -> Permissions:
     if not isinstance(block, ConfMap):
         raise _err(where, key, f"{key!r} must be a block {{ ... }}")
-    publish = _get(block, "publish", "pub")
-    subscribe = _get(block, "subscribe", "sub")
+    # import/export: nats-server's route-permission names, accepted for clients too
+    publish = _get(block, "publish", "pub", "import")
+    subscribe = _get(block, "subscribe", "sub", "export")
     responses = _get(block, "allow_responses", "publish_allow_responses")
     return Permissions(
         publish=SubjectPermission()
@@ -221,8 +261,6 @@ def client_auth_from(conf: ConfMap) -> ClientAuthConfig:
                 permissions=single_perms,
             )
         )
-    elif perms is not None:
-        raise _err(block, "permissions", "'permissions' here needs 'user'; use default_permissions")
     if raw_users is not None:
         if single or token:
             raise _err(block, "users", "authorization: 'users' cannot be combined with user/token")
@@ -233,6 +271,12 @@ def client_auth_from(conf: ConfMap) -> ClientAuthConfig:
     if duplicate is not None:
         raise _err(block, "users", f"duplicate user {duplicate!r}")
     defaults = _get(block, "default_permissions", "default_permission")
+    if perms is not None and not single:
+        # nats-server reads 'permissions' here as the default permissions; with both it keeps
+        # whichever its map iteration meets last, so both together are refused
+        if defaults is not None:
+            raise _err(block, "permissions", "set either permissions or default_permissions")
+        defaults = perms
     auth = ClientAuthConfig(
         users=tuple(users),
         token=token,
@@ -246,8 +290,18 @@ def client_auth_from(conf: ConfMap) -> ClientAuthConfig:
         raise ConfigError(
             f"config line {block.line}: authorization block sets no user, users or token"
         )
-    if no_auth_user and no_auth_user not in {u.user for u in users if u.user}:
-        raise _err(conf, "no_auth_user", f"no_auth_user {no_auth_user!r} is not a configured user")
+    if no_auth_user and single:  # nats-server: the single user/password form has no users
+        raise _err(
+            conf,
+            "no_auth_user",
+            f"no_auth_user: {go_quote(no_auth_user)} present, but users/nkeys are not defined",
+        )
+    if no_auth_user and no_auth_user not in {u.user or u.nkey for u in users}:
+        raise _err(
+            conf,
+            "no_auth_user",
+            f"no_auth_user {no_auth_user!r} is not a configured user or nkey",
+        )
     return auth
 
 
@@ -280,6 +334,19 @@ def tls_from(block: Any, where: ConfMap, key: str = "tls") -> TLSConfig:
         timeout_s=_timeout(block, TLS_TIMEOUT_S),
         insecure=bool(insecure),
     )
+
+
+def server_ssl_context(tls: TLSConfig, *, verify_clients: bool | None = None) -> ssl.SSLContext:
+    """The server side of a TLS listener: its certificate, and with ``verify`` a certificate
+    every client must present, signed by ``ca_file``. ``verify_clients`` overrides ``verify``
+    (the HTTPS monitoring port never asks for one, as in nats-server)."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)  # TLS 1.2 at least, as Go's
+    ctx.load_cert_chain(tls.cert_file, tls.key_file)
+    if tls.ca_file is not None:
+        ctx.load_verify_locations(tls.ca_file)
+    verify = tls.verify if verify_clients is None else verify_clients
+    ctx.verify_mode = ssl.CERT_REQUIRED if verify else ssl.CERT_NONE
+    return ctx
 
 
 # --- routes --------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import logging
 import os
 import secrets
 import signal
+import ssl
 import string
 import sys
 from dataclasses import dataclass, field
@@ -21,13 +22,18 @@ from pathlib import Path
 from typing import Any
 
 from cluster.apply_log import ApplyLog
-from cluster.client_conn import PING_INTERVAL_S, PINGS_OUTSTANDING_MAX, ClientConnection
+from cluster.client_conn import (
+    PING_INTERVAL_S,
+    PINGS_OUTSTANDING_MAX,
+    WRITE_DEADLINE_S,
+    ClientConnection,
+)
 from cluster.clustered_jetstream import ClusteredJetStream
 from cluster.jetstream import JetStream
 from cluster.monitor import MonitorServer
 from cluster.router import Router
 from cluster.routes import RouteManager
-from cluster.security_config import RouteAuthConfig, TLSConfig
+from cluster.security_config import RouteAuthConfig, TLSConfig, server_ssl_context
 from engine.batch import BatchLimits
 from protocol.auth_config import ClientAuthConfig
 from protocol.parser import MAX_CONTROL_LINE_BYTES_DEFAULT
@@ -72,6 +78,7 @@ class ServerOptions:
     max_connections: int = MAX_CONNECTIONS_DEFAULT
     max_pending: int = MAX_PENDING_BYTES_DEFAULT
     max_control_line: int = MAX_CONTROL_LINE_BYTES_DEFAULT
+    write_deadline_s: float = WRITE_DEADLINE_S
     # cluster { authorization { ... } tls { ... } }: what peers must present on the route port
     route_auth: RouteAuthConfig = field(default_factory=RouteAuthConfig)
     route_tls: TLSConfig | None = None
@@ -130,6 +137,9 @@ class Server:
         self._stopped = asyncio.Event()
         self.port = opts.port
         self.slow_consumers = 0
+        # built in start(), so a certificate that cannot be loaded stops the server there
+        self._client_tls: ssl.SSLContext | None = None
+        self.https_monitor: MonitorServer | None = None
 
     def info(self, cid: int) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -149,6 +159,10 @@ class Server:
             "api_lvl": 5,
             "xkey": self.xkey,
         }
+        if self.opts.tls is not None:  # sent in the clear; the client upgrades after reading it
+            info["tls_required"] = True
+            if self.opts.tls.verify:
+                info["tls_verify"] = True
         return info
 
     def _new_connection(self) -> ClientConnection:
@@ -165,6 +179,9 @@ class Server:
             max_pending=opts.max_pending,
             max_control_line=opts.max_control_line,
             on_slow_consumer=self._count_slow_consumer,
+            write_deadline_s=opts.write_deadline_s,
+            tls=self._client_tls,
+            tls_timeout_s=opts.tls.timeout_s if opts.tls is not None else 0.0,
         )
         if opts.client_auth.enabled:
             conn.require_auth(opts.client_auth)
@@ -177,6 +194,17 @@ class Server:
         return conn
 
     async def start(self) -> None:
+        tls = self.opts.tls
+        if tls is not None:  # first: a certificate that cannot be loaded starts nothing
+            try:
+                self._client_tls = server_ssl_context(tls)
+            except OSError as exc:  # ssl.SSLError included
+                raise SystemExit(
+                    f"jetraft: tls: cannot load cert_file {str(tls.cert_file)!r} with key_file "
+                    f"{str(tls.key_file)!r}"
+                    + (f" and ca_file {str(tls.ca_file)!r}" if tls.ca_file else "")
+                    + f": {exc}"
+                ) from exc
         self.opts.store_dir.mkdir(parents=True, exist_ok=True)
         if self.opts.pid_file is not None:
             self.opts.pid_file.write_text(f"{os.getpid()}\n")
@@ -193,7 +221,18 @@ class Server:
                 self, self.opts.http_host or self.opts.host, self.opts.http_port
             )
             await self.monitor.start()
+        if self.opts.https_port and self.opts.tls is not None:
+            # the client port's certificate; no client certificate is asked for (as nats-server)
+            self.https_monitor = MonitorServer(
+                self,
+                self.opts.http_host or self.opts.host,
+                self.opts.https_port,
+                ssl_context=server_ssl_context(self.opts.tls, verify_clients=False),
+            )
+            await self.https_monitor.start()
         log.info("Listening for client connections on %s:%d", self.opts.host, self.port)
+        if self.opts.tls is not None:
+            log.info("TLS required for client connections")
         log.info("Server is ready (name=%s, store_dir=%s)", self.name, self.opts.store_dir)
 
     def _count_slow_consumer(self) -> None:
@@ -220,6 +259,8 @@ class Server:
             await self.routes.close()
         if self.monitor is not None:
             await self.monitor.stop()
+        if self.https_monitor is not None:
+            await self.https_monitor.stop()
         if self._listener is not None:
             await asyncio.wait_for(self._listener.wait_closed(), SHUTDOWN_DRAIN_S)
         if self.opts.pid_file is not None:
@@ -240,6 +281,9 @@ class Server:
             "max_connections": self.opts.max_connections,
             "max_pending": self.opts.max_pending,
             "max_control_line": self.opts.max_control_line,
+            "write_deadline": round(self.opts.write_deadline_s * 1e9),  # ns, as nats-server
+            "tls_required": self.opts.tls is not None,
+            "https_port": self.https_monitor.port if self.https_monitor is not None else 0,
             "slow_consumers": self.slow_consumers,
             "in_msgs": self.router.in_msgs,
             "out_msgs": self.router.out_msgs,

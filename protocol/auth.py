@@ -11,7 +11,8 @@ Reproduces nats-server 2.15.1 (auth.go ``processClientOrLeafAuthentication``, cl
 * a user without permissions of their own gets ``default_permissions``.
 * permission subjects match the client's subject token by token, the client's wildcards taken
   literally (``SUB foo.>`` is allowed by ``allow: foo.*``, as in nats-server); deny wins; a
-  subscribe allow/deny entry ``"subject queue"`` applies to that queue group only.
+  subscribe allow/deny entry ``"subject queue"`` applies to that queue group only (its queue
+  name may have wildcard tokens: ``v1.*`` covers queue ``v1.a``).
 * ``allow_responses`` turns off the blanket publish allow and lets the user publish to the reply
   subject of a message delivered to them, ``max_msgs`` times within ``expires_s``.
 * a wildcard subscription that covers a denied subscribe subject switches on the delivery filter:
@@ -28,7 +29,7 @@ import hmac
 import re
 import secrets
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import bcrypt
@@ -36,7 +37,7 @@ import nacl.exceptions
 import nacl.signing
 
 from protocol.auth_config import ClientAuthConfig, Permissions, SubjectPermission, UserEntry
-from protocol.subjects import is_subset
+from protocol.subjects import has_wildcard, is_subset
 from protocol.sublist import Sublist
 
 ERR_AUTH_TIMEOUT = "Authentication Timeout"  # nats-server ErrAuthTimeout's -ERR text
@@ -137,22 +138,54 @@ def _login(cfg: ClientAuthConfig, entry: UserEntry) -> Authenticated:
     return Authenticated(entry.user or entry.nkey, perms)
 
 
+@dataclass(frozen=True, slots=True)
+class PasswordCheck:
+    """A login that waits on a bcrypt comparison: slow by design (about 0.1 s at nats-server's
+    default cost 11), so an event loop runs :meth:`matches` in a worker thread rather than
+    stalling every other connection (and Raft) meanwhile. ``who`` logs in if it matches."""
+
+    hashed: str
+    given: str = field(repr=False)  # a password: never in a log line or a repr
+    who: Authenticated
+
+    def matches(self) -> bool:
+        return compare_password(self.hashed, self.given)
+
+
+def _check_password(
+    stored: str, given: str, who: Authenticated, defer: bool
+) -> Authenticated | PasswordCheck | None:
+    if defer and is_bcrypt(stored):
+        return PasswordCheck(stored, given, who)
+    return who if compare_password(stored, given) else None
+
+
+def _no_auth_login(cfg: ClientAuthConfig, entry: UserEntry) -> Authenticated | None:
+    """nats-server logs the no_auth_user in by putting its stored password into the CONNECT and
+    comparing as usual: a clear password always matches itself, a bcrypt hash never does (so a
+    no_auth_user with a hashed password cannot log in anonymously at all)."""
+    return None if is_bcrypt(entry.password) else _login(cfg, entry)
+
+
 def authenticate(
-    cfg: ClientAuthConfig, opts: Mapping[str, Any], nonce: str
-) -> Authenticated | None:
+    cfg: ClientAuthConfig, opts: Mapping[str, Any], nonce: str, *, defer_bcrypt: bool = False
+) -> Authenticated | PasswordCheck | None:
     """Check a CONNECT's options (``user``, ``pass``, ``auth_token``, ``nkey``, ``sig``);
-    None means ``Authorization Violation``."""
+    None means ``Authorization Violation``. With ``defer_bcrypt`` a bcrypt comparison is not
+    made here but returned as a :class:`PasswordCheck` for the caller to run."""
     user = str(opts.get("user") or "")
     password = str(opts.get("pass") or "")
     token = str(opts.get("auth_token") or "")
     nkey = str(opts.get("nkey") or "")
-    anonymous = not (user or password or token or nkey)
+    # nats-server's "no credentials" test: the nkey counts for nkey users only (a CONNECT with
+    # an nkey but no nkey users configured still logs in as a user no_auth_user)
+    no_creds = not (user or password or token)
     nkey_users = {u.nkey: u for u in cfg.users if u.nkey}
     named_users = {u.user: u for u in cfg.users if u.user and not u.nkey}
     no_auth = cfg.no_auth_user
     if nkey_users:
-        if anonymous and no_auth in nkey_users:
-            return _login(cfg, nkey_users[no_auth])
+        if no_creds and not nkey and no_auth in nkey_users:
+            return _login(cfg, nkey_users[no_auth])  # no signature: nats-server skips it here
         if nkey:
             entry = nkey_users.get(nkey)
             if entry is None:
@@ -161,31 +194,29 @@ def authenticate(
                 return None
             return _login(cfg, entry)
     if named_users:
-        if anonymous and no_auth in named_users:
-            return _login(cfg, named_users[no_auth])
+        if no_creds and no_auth in named_users:
+            return _no_auth_login(cfg, named_users[no_auth])
         if user:
             entry = named_users.get(user)
-            if entry is None or not compare_password(entry.password, password):
+            if entry is None:
                 return None
-            return _login(cfg, entry)
+            return _check_password(entry.password, password, _login(cfg, entry), defer_bcrypt)
         return None
     if cfg.token:
-        return (
-            Authenticated("", cfg.default_permissions)
-            if compare_password(cfg.token, token)
-            else None
-        )
+        who = Authenticated("", cfg.default_permissions)
+        return _check_password(cfg.token, token, who, defer_bcrypt)
     return None
 
 
 def login_no_auth_user(cfg: ClientAuthConfig) -> Authenticated | None:
     """A client whose first protocol line is not CONNECT, when ``no_auth_user`` is set
-    (nats-server lets telnet-style clients in as that user); None: Authorization Violation."""
+    (nats-server lets telnet-style clients in as that user, through the same password
+    comparison as an anonymous CONNECT); None: Authorization Violation."""
     if not cfg.no_auth_user:
         return None
     for entry in cfg.users:
         if entry.user == cfg.no_auth_user and not entry.nkey:
-            return _login(cfg, entry)
+            return _no_auth_login(cfg, entry)
     return None
 
 
@@ -209,6 +240,15 @@ def _sublist(subjects: tuple[str, ...], with_queues: bool = False) -> Sublist[bo
         except ValueError:  # nats-server logs and skips an unusable subject
             continue
     return sl
+
+
+def _queue_matches(queue: str, names: Mapping[str, object]) -> bool:
+    """nats-server ``queueMatches``: a permission's queue name may hold wildcard tokens
+    (``"foo.* v1.*"`` admits queue ``v1.a``); the literal name is tried first, since ``*`` and
+    ``>`` are also valid characters of a queue name."""
+    if queue in names:
+        return True
+    return any(has_wildcard(name) and is_subset(queue, name) for name in names)
 
 
 class _Reply:
@@ -288,12 +328,12 @@ class PermissionChecker:
             result = self._sub_allow.match(subject)
             allowed = bool(result.plain)
             if queue and result.queues:
-                allowed = queue in result.queues
+                allowed = _queue_matches(queue, result.queues)
         if allowed and self._sub_deny is not None:
             result = self._sub_deny.match(subject)
             allowed = not result.plain
             if queue and result.queues:
-                allowed = queue not in result.queues
+                allowed = not _queue_matches(queue, result.queues)
             if allowed and not self.deny_filter and ("*" in subject or ">" in subject):
                 tokens = subject.split(".")
                 if "*" in tokens or ">" in tokens:

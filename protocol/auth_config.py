@@ -28,8 +28,9 @@ class SubjectPermission:
 class ResponsePermission:
     """``allow_responses``: publish to reply subjects of requests this user received."""
 
-    max_msgs: int = 1  # nats-server DEFAULT_ALLOW_RESPONSE_MAX_MSGS
-    expires_s: float = 0.0  # 0: nats-server's DEFAULT_ALLOW_RESPONSE_EXPIRATION (2 min)
+    max_msgs: int = 1  # nats-server DEFAULT_ALLOW_RESPONSE_MAX_MSGS; negative: no limit
+    # 0: nats-server's DEFAULT_ALLOW_RESPONSE_EXPIRATION (2 min); negative: never expires
+    expires_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.auth import Authenticated, PermissionChecker, authenticate, login_no_auth_user
+from protocol.auth import (
+    Authenticated,
+    PasswordCheck,
+    PermissionChecker,
+    authenticate,
+    login_no_auth_user,
+)
 from protocol.auth_config import ClientAuthConfig
 from protocol.gojson import encode_str, go_quote
 from protocol.parser import (
@@ -194,7 +200,15 @@ class Authorized:
     perms: PermissionChecker | None
 
 
-Action = Send | Connected | Subscribe | Unsubscribe | Pub | Close | Authorized
+@dataclass(frozen=True, slots=True)
+class CheckPassword:
+    """Run ``check.matches()`` off the event loop (bcrypt), then call
+    :meth:`ClientSession.password_checked`; until then the session yields no further action."""
+
+    check: PasswordCheck
+
+
+Action = Send | Connected | Subscribe | Unsubscribe | Pub | Close | Authorized | CheckPassword
 
 
 # --------------------------------------------------------------------------- encoders
@@ -318,13 +332,15 @@ def _merge_connect_options(opts: dict[str, Any], given: dict[str, Any]) -> None:
 class _AuthState:
     """Client authentication for one session (set with :meth:`ClientSession.require_auth`)."""
 
-    __slots__ = ("cfg", "clock", "first_byte_seen", "nonce")
+    __slots__ = ("cfg", "clock", "defer_bcrypt", "first_byte_seen", "nonce", "pending")
 
-    def __init__(self, cfg: ClientAuthConfig, nonce: str, clock: Any) -> None:
+    def __init__(self, cfg: ClientAuthConfig, nonce: str, clock: Any, defer_bcrypt: bool) -> None:
         self.cfg = cfg
         self.nonce = nonce
         self.clock = clock
+        self.defer_bcrypt = defer_bcrypt
         self.first_byte_seen = False
+        self.pending: PasswordCheck | None = None  # a CONNECT waiting on its bcrypt check
 
 
 class ClientSession:
@@ -375,20 +391,42 @@ class ClientSession:
                 return
         self._parser.receive_data(data)
 
-    def require_auth(self, cfg: ClientAuthConfig, nonce: str, clock: Any) -> None:
+    def require_auth(
+        self, cfg: ClientAuthConfig, nonce: str, clock: Any, *, defer_bcrypt: bool = False
+    ) -> None:
         """Clients must log in with CONNECT (``nonce``: what this connection's INFO carries for
-        nkey signatures; ``clock``: monotonic seconds, for allow_responses expiry)."""
-        self._auth = _AuthState(cfg, nonce, clock)
+        nkey signatures; ``clock``: monotonic seconds, for allow_responses expiry). With
+        ``defer_bcrypt`` a bcrypt password is not compared inline: a :class:`CheckPassword`
+        action asks the caller to, and the session waits for :meth:`password_checked`."""
+        self._auth = _AuthState(cfg, nonce, clock, defer_bcrypt)
+
+    def password_checked(self, ok: bool) -> None:
+        """The answer to a :class:`CheckPassword`: finish that CONNECT, or refuse it."""
+        auth = self._auth
+        if auth is None or auth.pending is None:
+            return
+        check, auth.pending = auth.pending, None
+        if self._closed:
+            return
+        if not ok:
+            self._close(ERR_AUTHORIZATION_VIOLATION)
+            return
+        self._authorized(check.who, auth)
+        self._finish_connect(self._opts)
 
     @property
     def awaiting_auth(self) -> bool:
         """Auth is required and no CONNECT (or no_auth_user login) has happened yet."""
-        return self._auth is not None and not self._connect_received and not self._closed
+        auth = self._auth
+        if auth is None or self._closed:
+            return False
+        # a CONNECT whose password is still being checked is not logged in yet either
+        return not self._connect_received or auth.pending is not None
 
     def next_action(self) -> Action | None:
         actions = self._actions
         while not actions:
-            if self._closed:
+            if self._closed or (self._auth is not None and self._auth.pending is not None):
                 return None
             event = self._parser.next_event()
             if event is None:
@@ -546,11 +584,20 @@ class ClientSession:
             self._sids.clear()
         auth = self._auth
         if auth is not None:
-            who = authenticate(auth.cfg, opts, auth.nonce)
+            who = authenticate(auth.cfg, opts, auth.nonce, defer_bcrypt=auth.defer_bcrypt)
             if who is None:
                 self._close(ERR_AUTHORIZATION_VIOLATION)
                 return
+            if isinstance(who, PasswordCheck):
+                # the rest of this CONNECT, and everything after it, waits for the answer
+                auth.pending = who
+                self._actions.append(CheckPassword(who))
+                return
             self._authorized(who, auth)
+        self._finish_connect(opts)
+
+    def _finish_connect(self, opts: dict[str, Any]) -> None:
+        """The CONNECT's options, once its credentials (if any are required) are accepted."""
         if opts["account"] or opts["new_account"]:
             self._close(ERR_AUTHORIZATION_VIOLATION)
             return

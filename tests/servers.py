@@ -54,15 +54,19 @@ def free_port() -> int:
 
 
 def probe_ready(port: int, timeout_s: float = PROBE_SOCKET_TIMEOUT_S) -> bool:
-    """True when the port sends an INFO line and answers PING with PONG."""
+    """True when the port sends an INFO line and answers PING with PONG (or, when the INFO
+    says TLS is required, as soon as the INFO arrives: a plain PING would end the connection)."""
     try:
         with socket.create_connection((HOST, port), timeout=timeout_s) as sock:
             sock.settimeout(timeout_s)
             buf = _read_until(sock, b"\r\n", b"")
             if not buf.startswith(b"INFO "):
                 return False
-            if b'"auth_required":true' in buf.split(b"\r\n", 1)[0]:
-                return True  # a PING before CONNECT would end the connection: the INFO is enough
+            first = buf.split(b"\r\n", 1)[0]
+            # a plain PING would end the connection when TLS or a CONNECT with credentials
+            # must come first: the INFO is enough
+            if b'"tls_required":true' in first or b'"auth_required":true' in first:
+                return True
             sock.sendall(b"PING\r\n")
             rest = buf[buf.index(b"\r\n") + 2 :]
             return b"PONG\r\n" in _read_until(sock, b"PONG\r\n", rest)
@@ -199,13 +203,21 @@ class ServerProc:
 
 
 def _server_proc(
-    command: Sequence[str], tmp_path: Path, name: str, extra_args: Sequence[str]
+    command: Sequence[str],
+    tmp_path: Path,
+    name: str,
+    extra_args: Sequence[str],
+    *,
+    monitor: bool = True,
 ) -> ServerProc:
     """``command`` plus the options both servers share (address, ports chosen now, store dir,
-    server name, monitoring port) and ``extra_args``; not yet started."""
-    port, http_port = free_port(), free_port()
+    server name, monitoring port unless not ``monitor``) and ``extra_args``; not yet started.
+    Without ``monitor`` ``http_port`` is 0 (nats-server refuses -m next to an https_port)."""
+    port, http_port = free_port(), free_port() if monitor else 0
     store_dir = tmp_path / f"{name}-store"
-    common = ["-a", HOST, "-p", str(port), "-sd", str(store_dir), "-n", name, "-m", str(http_port)]
+    common = ["-a", HOST, "-p", str(port), "-sd", str(store_dir), "-n", name]
+    if monitor:
+        common += ["-m", str(http_port)]
     return ServerProc(
         [*command, *common, *extra_args],
         name=name,
@@ -217,10 +229,10 @@ def _server_proc(
 
 
 def nats_server_proc(
-    tmp_path: Path, *, name: str = "n1", extra_args: Sequence[str] = ()
+    tmp_path: Path, *, name: str = "n1", extra_args: Sequence[str] = (), monitor: bool = True
 ) -> ServerProc:
     """A not-yet-started reference nats-server with JetStream, ports chosen now."""
-    return _server_proc([str(NATS_SERVER_BIN), "-js"], tmp_path, name, extra_args)
+    return _server_proc([str(NATS_SERVER_BIN), "-js"], tmp_path, name, extra_args, monitor=monitor)
 
 
 def jetraft_command() -> list[str]:
@@ -231,23 +243,25 @@ def jetraft_command() -> list[str]:
     return [str(python if python.exists() else Path(sys.executable)), "-m", "cluster.cli"]
 
 
-def jetraft_proc(tmp_path: Path, *, name: str = "j1", extra_args: Sequence[str] = ()) -> ServerProc:
+def jetraft_proc(
+    tmp_path: Path, *, name: str = "j1", extra_args: Sequence[str] = (), monitor: bool = True
+) -> ServerProc:
     """A not-yet-started jetraft node, ports chosen now."""
-    return _server_proc([*jetraft_command(), "server"], tmp_path, name, extra_args)
+    return _server_proc([*jetraft_command(), "server"], tmp_path, name, extra_args, monitor=monitor)
 
 
 def start_nats_server(
-    tmp_path: Path, *, name: str = "n1", extra_args: Sequence[str] = ()
+    tmp_path: Path, *, name: str = "n1", extra_args: Sequence[str] = (), monitor: bool = True
 ) -> ServerProc:
     """Start the reference nats-server (JetStream on) and wait until it answers PING."""
-    return nats_server_proc(tmp_path, name=name, extra_args=extra_args).start()
+    return nats_server_proc(tmp_path, name=name, extra_args=extra_args, monitor=monitor).start()
 
 
 def start_jetraft(
-    tmp_path: Path, *, name: str = "j1", extra_args: Sequence[str] = ()
+    tmp_path: Path, *, name: str = "j1", extra_args: Sequence[str] = (), monitor: bool = True
 ) -> ServerProc:
     """Start a jetraft node and wait until it answers PING."""
-    return jetraft_proc(tmp_path, name=name, extra_args=extra_args).start()
+    return jetraft_proc(tmp_path, name=name, extra_args=extra_args, monitor=monitor).start()
 
 
 # --- a local jetraft cluster ------------------------------------------------------------------

@@ -76,7 +76,8 @@ def test_keys_compare_case_insensitively_like_nats_server() -> None:
         ("tls { cert_file: /nonexistent/c.pem, key_file: /nonexistent/k.pem }\n", "no such file"),
         ("https_port: 8443\n", "https_port needs TLS"),
         ("cluster { name: c, authorization { timeout: 1 } }\n", "needs user/password or token"),
-        ("write_deadline: 2s\n", "write_deadline is not supported yet"),
+        ("write_deadline: 0s\n", "write_deadline must be positive"),
+        ("write_deadline: soon\n", "invalid duration"),
     ],
 )
 def test_settings_that_cannot_work_stop_the_server(tmp_path: Path, text: str, message: str) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,6 +99,13 @@ class RawConn:
             asyncio.open_connection(host, port, limit=1 << 22), CONNECT_TIMEOUT_S
         )
         return cls(reader, writer)
+
+    async def start_tls(self, ctx: ssl.SSLContext, server_hostname: str = "127.0.0.1") -> None:
+        """Upgrade to TLS after the INFO, as a client does when the INFO says tls_required.
+        Raises (ssl.SSLError, ConnectionError, TimeoutError) when the handshake fails."""
+        await asyncio.wait_for(
+            self._writer.start_tls(ctx, server_hostname=server_hostname), CONNECT_TIMEOUT_S
+        )
 
     async def send(self, data: bytes) -> None:
         """Write data; a server that already closed the connection is not an error here."""

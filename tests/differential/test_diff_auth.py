@@ -7,8 +7,10 @@ Covered: no credentials, wrong/right password, unknown user, bcrypt user, token 
 missing), nkey user (signed nonce, bad or missing signature, unknown key), a second CONNECT with
 bad credentials, PUB/SUB/PING and partial bytes before CONNECT, the auth timeout, publish and
 subscribe allow/deny with wildcards (including queue subscriptions and a wildcard subscription
-covering a denied subject), default_permissions, allow_responses (max and expiry) and
-no_auth_user (CONNECT without credentials, and a first line that is not CONNECT).
+covering a denied subject), queue names with wildcards in permissions, a queue member whose
+deny filter drops a message (another member gets it), default_permissions, allow_responses (max
+and expiry) and no_auth_user (CONNECT without credentials or with only an nkey, and a first line
+that is not CONNECT).
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ authorization {{
     {{ user: svc, password: x, permissions: {{
         subscribe: {{ allow: ["req.>"] }}
         allow_responses: {{ max: 2, expires: "1s" }}
+    }} }}
+    {{ user: qu, password: q, permissions: {{
+        subscribe: {{ allow: ["foo.* v1.*", "bar.>"], deny: ["foo.secret", "bar.* g.>"] }}
     }} }}
   ]
 }}
@@ -248,6 +253,28 @@ USERS_SCENARIOS: dict[str, list[Step]] = {
             1,
         ),
     ],
+    "queue_names_with_wildcards": [
+        ("open", "a"),
+        (
+            "send",
+            "a",
+            login("qu", "q", verbose=True)
+            + b"SUB foo.x v1.a 1\r\nSUB foo.x v1 2\r\nSUB foo.x v1.* 3\r\nSUB foo.x v1.> 4\r\n"
+            + b"SUB foo.x 5\r\nSUB bar.x g.a.b 6\r\nSUB bar.x h 7\r\n"
+            + PING,
+            1,
+        ),
+    ],
+    "queue_member_deny_filter": [
+        ("open", "f"),
+        ("send", "f", login("qu", "q") + b"SUB foo.* v1.a 1\r\n" + PING, 1),
+        ("open", "c"),
+        ("send", "c", login("carol", "pw") + b"SUB foo.* v1.a 1\r\n" + PING, 1),
+        ("open", "p"),
+        ("send", "p", login("bob", "bpass") + b"PUB foo.secret 1\r\nx\r\n" * 12 + PING, 1),
+        ("send", "f", PING, 1),
+        ("send", "c", PING, 1),
+    ],
     "default_permissions": [
         ("open", "a"),
         (
@@ -302,6 +329,10 @@ NO_AUTH_SCENARIOS: dict[str, list[Step]] = {
     "wrong_user": [("open", "a"), ("send", "a", login("svc2", "bad") + PING, 1)],
     "password_only": [("open", "a"), ("send", "a", connect(**{"pass": "g"}) + PING, 1)],
     "token_only": [("open", "a"), ("send", "a", connect(auth_token="g") + PING, 1)],
+    "nkey_without_nkey_users": [
+        ("open", "a"),
+        ("send", "a", connect(nkey=NKEY_PUBLIC) + b"PUB other 1\r\nb\r\n" + PING, 1),
+    ],
     "allow_responses_blocks_publish": [
         ("open", "a"),
         ("send", "a", login("svc2", "x") + b"PUB any 1\r\na\r\n" + PING, 1),

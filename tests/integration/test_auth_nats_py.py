@@ -31,6 +31,8 @@ async def test_user_password_login_uses_jetstream_and_wrong_password_fails(
             await js.add_stream(name="AUTH", subjects=["auth.>"])
             ack = await js.publish("auth.one", b"hello")
             assert ack.seq == 1
+            info = await js.stream_info("AUTH")
+            assert info.state.messages == 1
             msg = await js.get_msg("AUTH", 1)
             assert msg.data == b"hello"
         finally:

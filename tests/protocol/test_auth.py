@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from protocol import session as ps
 from protocol.auth import (
+    Authenticated,
+    PasswordCheck,
     PermissionChecker,
     authenticate,
     compare_password,
@@ -212,3 +214,63 @@ def test_session_permission_errors() -> None:
     sends = [a.data for a in actions if isinstance(a, ps.Send)]
     assert sends == [b"-ERR 'Permissions Violation for Publish to \"foo.bar\"'\r\n"]
     assert [a.subject for a in actions if isinstance(a, ps.Pub)] == ["foo.ok"]
+
+
+def test_queue_names_with_wildcards() -> None:
+    """nats-server queueMatches: a permission's queue name may hold wildcard tokens."""
+    perms = Permissions(
+        subscribe=SubjectPermission(allow=("foo.* v1.*", "bar.>"), deny=("bar.* g.>",))
+    )
+    checker = PermissionChecker(perms, lambda: 0.0)
+    assert checker.can_subscribe("foo.x", "v1.a")
+    assert checker.can_subscribe("foo.x", "v1.*")  # the literal name matches too
+    assert not checker.can_subscribe("foo.x", "v1")
+    assert not checker.can_subscribe("foo.x", "v1.>")  # '>' is broader than '*'
+    assert not checker.can_subscribe("bar.x", "g.a.b")
+    assert checker.can_subscribe("bar.x", "h")
+
+
+def test_no_auth_user_edge_cases() -> None:
+    hashed = ClientAuthConfig(users=(UserEntry(user="guest", password=HASH),), no_auth_user="guest")
+    # nats-server compares the stored password with itself: a bcrypt hash never matches
+    assert authenticate(hashed, {}, NONCE) is None
+    assert login_no_auth_user(hashed) is None
+    assert authenticate(hashed, {"user": "guest", "pass": "bpass"}, NONCE) is not None
+    plain = ClientAuthConfig(users=(UserEntry(user="guest", password="g"),), no_auth_user="guest")
+    # without nkey users an nkey in the CONNECT is no credential (nats-server)
+    who = authenticate(plain, {"nkey": PUBLIC}, NONCE)
+    assert isinstance(who, Authenticated) and who.user == "guest"
+    with_nkeys = ClientAuthConfig(
+        users=(*plain.users, UserEntry(nkey=PUBLIC)), no_auth_user="guest"
+    )
+    assert authenticate(with_nkeys, {"nkey": PUBLIC}, NONCE) is None  # unsigned
+    as_nkey = ClientAuthConfig(users=(UserEntry(nkey=PUBLIC),), no_auth_user=PUBLIC)
+    who = authenticate(as_nkey, {}, NONCE)  # no signature needed for the no_auth_user nkey
+    assert isinstance(who, Authenticated) and who.user == PUBLIC
+    assert login_no_auth_user(as_nkey) is None  # a first line other than CONNECT: users only
+
+
+def test_deferred_bcrypt_check_holds_the_session() -> None:
+    check = authenticate(CFG, {"user": "bob", "pass": "bpass"}, NONCE, defer_bcrypt=True)
+    assert isinstance(check, PasswordCheck) and check.matches()
+    assert "bpass" not in repr(check)
+    assert authenticate(CFG, {"user": "alice", "pass": "secret"}, NONCE, defer_bcrypt=True)
+    for ok in (True, False):
+        session = ps.ClientSession({"headers": True}, 1024 * 1024)
+        session.require_auth(CFG, NONCE, lambda: 0.0, defer_bcrypt=True)
+        session.receive_data(b'CONNECT {"user":"bob","pass":"bpass","verbose":false}\r\nPING\r\n')
+        actions = _drain(session)
+        assert len(actions) == 1 and isinstance(actions[0], ps.CheckPassword)
+        assert session.awaiting_auth  # the auth timeout still runs meanwhile
+        session.receive_data(b"PUB foo 1\r\nx\r\n")
+        assert _drain(session) == []  # nothing after the CONNECT runs before the answer
+        session.password_checked(ok)
+        actions = _drain(session)
+        if ok:
+            assert not session.awaiting_auth
+            assert isinstance(actions[0], ps.Authorized) and actions[0].user == "bob"
+            assert isinstance(actions[1], ps.Connected)
+            assert any(isinstance(a, ps.Send) and a.data.startswith(b"PONG") for a in actions)
+            assert [a.subject for a in actions if isinstance(a, ps.Pub)] == ["foo"]
+        else:
+            assert actions == [ps.Close(ps.ERR_AUTHORIZATION_VIOLATION)]
