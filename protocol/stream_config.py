@@ -28,7 +28,7 @@ from protocol.models import (
     StreamConfigRequest,
     StreamSource,
 )
-from protocol.subject_index import any_collision, first_colliding_pair
+from protocol.subject_index import SubjectIndex
 from protocol.subjects import is_valid_subject
 from protocol.timefmt import NS_PER_MS, NS_PER_S
 
@@ -504,35 +504,7 @@ def _visit_entry(
     return cfg.name, list(cfg.subjects), list(cfg.sources or []), cfg.mirror
 
 
-def _subject_error(u: dict[str, Any], subj: str, seen: set[str]) -> ApiError | None:
-    """The checks nats-server makes on one subject before comparing it with the later ones."""
-    if not is_valid_subject(subj):
-        return _invalid("invalid subject")
-    if subj in seen:
-        return _invalid("duplicate subjects detected")
-    if subj == ">":
-        if not u["no_ack"]:
-            return _invalid("capturing all subjects requires no-ack to be true")
-        if u["num_replicas"] != 1:
-            return _invalid("capturing all subjects requires replicas of 1")
-    if not u["no_ack"]:
-        for namespace in _API_NAMESPACES:
-            if subjects_collide(subj, namespace) and not subject_is_subset_match(
-                subj, "$JS.EVENT.>"
-            ):
-                return _invalid(
-                    "subjects that overlap with jetstream api require no-ack to be true"
-                )
-        if subjects_collide(subj, "$SYS.>") and not subject_is_subset_match(subj, "$SYS.ACCOUNT.>"):
-            return _invalid("subjects that overlap with system api require no-ack to be true")
-    return None
-
-
 def _check_subjects(u: dict[str, Any]) -> None:
-    """nats-server's loop: for each subject in order, its own checks, then the first later
-    subject it overlaps. The first failure wins, so: find the first subject failing its own
-    checks, then the first overlapping pair starting before it (without trying every pair;
-    ``subject_index``); that pair's error comes first if there is one."""
     subjects: list[str] = u["subjects"] or []
     if not subjects:
         if u["mirror"] is None and not u["sources"]:
@@ -541,20 +513,33 @@ def _check_subjects(u: dict[str, Any]) -> None:
     if u["mirror"] is not None:
         raise ApiError(errors.MIRROR_WITH_SUBJECTS)
     seen: set[str] = set()
-    failed: ApiError | None = None
-    checked = len(subjects)
+    index = SubjectIndex(subjects)
     for i, subj in enumerate(subjects):
-        failed = _subject_error(u, subj, seen)
-        if failed is not None:
-            checked = i
-            break
+        if not is_valid_subject(subj):
+            raise _invalid("invalid subject")
+        if subj in seen:
+            raise _invalid("duplicate subjects detected")
+        if subj == ">":
+            if not u["no_ack"]:
+                raise _invalid("capturing all subjects requires no-ack to be true")
+            if u["num_replicas"] != 1:
+                raise _invalid("capturing all subjects requires replicas of 1")
+        if not u["no_ack"]:
+            for namespace in _API_NAMESPACES:
+                if subjects_collide(subj, namespace) and not subject_is_subset_match(
+                    subj, "$JS.EVENT.>"
+                ):
+                    raise _invalid(
+                        "subjects that overlap with jetstream api require no-ack to be true"
+                    )
+            if subjects_collide(subj, "$SYS.>") and not subject_is_subset_match(
+                subj, "$SYS.ACCOUNT.>"
+            ):
+                raise _invalid("subjects that overlap with system api require no-ack to be true")
+        j = index.first_collision(subj, subjects_collide, after=i)
+        if j is not None:
+            raise _invalid(f"subject {go_quote(subj)} overlaps with {go_quote(subjects[j])}")
         seen.add(subj)
-    pair = first_colliding_pair(subjects, subjects_collide, limit=checked)
-    if pair is not None:
-        i, j = pair
-        raise _invalid(f"subject {go_quote(subjects[i])} overlaps with {go_quote(subjects[j])}")
-    if failed is not None:
-        raise failed
 
 
 def _check_transform_and_republish(u: dict[str, Any], pedantic: bool) -> None:
@@ -659,8 +644,15 @@ def _check_filters_on_add(cfg: StreamConfig) -> None:
 def _overlaps_other_stream(
     cfg: StreamConfig, existing: Mapping[str, StreamConfig], skip: str | None
 ) -> bool:
-    others = [subj for name, other in existing.items() if name != skip for subj in other.subjects]
-    return any_collision(cfg.subjects, others, subjects_collide)
+    index: SubjectIndex | None = None
+    for name, other in existing.items():
+        if name == skip:
+            continue
+        for subj in other.subjects:
+            index = index or SubjectIndex(cfg.subjects)
+            if index.first_collision(subj, subjects_collide) is not None:
+                return True
+    return False
 
 
 def normalize_create(
