@@ -454,14 +454,22 @@ class ClusteredJetStream(JetStream):
             if outcome is not None:
                 raise ApiError(E.STREAM_NAME_EXIST)
             self._advisory("CREATED", name, "create")
+        # Answer once the preferred peer leads: whoever wins the first election hands over to it
+        # shortly after, and publishes sent during that handover would go unanswered. Should
+        # the handover not happen in time, the stream is still usable under its current leader.
+        sa = self.state.assignments.get(name)
+        preferred = sa.peers[0] if sa is not None and sa.peers else None
         deadline = time.monotonic() + CREATE_LEADER_WAIT_S
+        info: dict[str, Any] | None = None
         while time.monotonic() < deadline:
             info = await self._leader_info(name)
-            if info is not None:
-                out = {"type": api_json.STREAM_CREATE_RESPONSE, **info, "did_create": True}
-                return out
+            leader = None if info is None else info.get("cluster", {}).get("leader")
+            if info is not None and (preferred is None or leader == preferred):
+                break
             await asyncio.sleep(0.05)
-        raise ApiError(E.CLUSTER_NOT_AVAIL)
+        if info is None:
+            raise ApiError(E.CLUSTER_NOT_AVAIL)
+        return {"type": api_json.STREAM_CREATE_RESPONSE, **info, "did_create": True}
 
     async def _api_delete(self, name: str, payload: bytes) -> dict[str, Any]:
         api_json.check_empty_request(payload)

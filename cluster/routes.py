@@ -276,7 +276,9 @@ class _Link(asyncio.Protocol):
         self.send(FrameKind.HELLO, self.mgr.hello_body())
         if not self.mgr.is_configured_peer(name):
             # a real peer is refused like this until we dialed it: warn once per name
-            level = logging.DEBUG if name in self.mgr.refused_names else logging.WARNING
+            # (our own dial of our own URL, which tells us which route is us, is expected)
+            quiet = name in self.mgr.refused_names or name == self.mgr.name
+            level = logging.DEBUG if quiet else logging.WARNING
             self.mgr.refused_names.add(name)
             log.log(
                 level,
