@@ -249,7 +249,6 @@ class ClusteredJetStream(JetStream):
             apply_log=self.apply_log,
         )
         host.send_catchup = self._send_catchup
-        host.served_by = self.server_name
         self.replicas[cfg.name] = host
         self.streams[cfg.name] = host
         self.created_ns[cfg.name] = sa.created_ns
@@ -571,7 +570,7 @@ class ClusteredJetStream(JetStream):
                     "digest": host.stream.digest().hex(),
                     # messages only (no config, no index): equal on a mirror and its upstream
                     "content_digest": host.stream.content_digest().hex(),
-                    "direct_gets_served": host.direct_gets_served,
+                    "direct_gets_served": host.direct.served,
                     **host.attachment_info(),
                     "state": {
                         "messages": st.messages,

@@ -129,8 +129,8 @@ class JetStream:
             self.router,
             durable=cfg.storage == "file",
             batch_context=self.batch_context,
+            node_name=self.server_name,
         )
-        host.served_by = self.server_name
         self.streams[cfg.name] = host
         self.created_ns[cfg.name] = created_ns
         host.start()

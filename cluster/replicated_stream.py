@@ -92,7 +92,9 @@ class ReplicatedStreamHost(StreamHost):
         on_leader_change: Callable[[ReplicatedStreamHost], None] | None = None,
         apply_log: ApplyLog | None = None,
     ) -> None:
-        super().__init__(stream, store, router, durable=False, batch_context=batch_context)
+        super().__init__(
+            stream, store, router, durable=False, batch_context=batch_context, node_name=self_id
+        )
         self.peers = sorted(peers)
         self.preferred = peers[0] if peers else self_id
         self._opened_at = time.monotonic()
@@ -102,7 +104,6 @@ class ReplicatedStreamHost(StreamHost):
         self._barrier: asyncio.Future[int] | None = None
         self._was_leader = False
         self._on_leader_change = on_leader_change
-        self.direct_gets_served = 0
         self.apply_log = apply_log
         self.transfers_received = 0
         self._catchup_task: asyncio.Task[None] | None = None
@@ -187,20 +188,9 @@ class ReplicatedStreamHost(StreamHost):
             for sub in self._ingest_subs:
                 self.router.remove(sub)
             self._ingest_subs = []
-        self._want_fetch(self.caught_up and not self._closing)
-        want_direct = self.config.allow_direct and self.caught_up and not self._closing
-        if want_direct and not self._direct_subs:
-            from engine.direct_get import DIRECT_GET_GROUP, direct_get_subjects
-
-            self._direct_subs = [
-                self.router.subscribe_internal(s, self._direct_get, queue=DIRECT_GET_GROUP)
-                for s in direct_get_subjects(self.name)
-            ]
-        elif not want_direct and self._direct_subs:
-            for sub in self._direct_subs:
-                self.router.remove(sub)
-            self._direct_subs = []
-            self.fail_direct_waiters()
+        readable = self.caught_up and not self._closing
+        self.fetch.serve(readable)
+        self.direct.serve(self.name, self.config.allow_direct and readable)
 
     def _role_changed(self) -> None:
         leader = self.is_leader
@@ -233,7 +223,7 @@ class ReplicatedStreamHost(StreamHost):
         """Called by the node every Raft tick: keeps the Direct Get subscription honest and hands
         a new stream's leadership to its preferred peer."""
         want = self.config.allow_direct and self.caught_up
-        if want != bool(self._direct_subs) or self.caught_up != bool(self._fetch_subs):
+        if want != self.direct.serving(self.name) or self.caught_up != self.fetch.serving:
             self.refresh_subscriptions()
         for attachment in self.attachments:
             attachment.on_tick()
@@ -383,7 +373,7 @@ class ReplicatedStreamHost(StreamHost):
             asyncio.get_running_loop().call_soon(self.refresh_subscriptions)
         if self.is_leader and not self._closing:
             self._schedule_expiry()
-        self.wake_direct_waiters()  # read-your-writes Direct Gets waiting for this sequence
+        self.direct.wake()  # read-your-writes Direct Gets waiting for this sequence
         return result
 
     def _expire_due(self) -> None:
@@ -394,12 +384,6 @@ class ReplicatedStreamHost(StreamHost):
     def _schedule_expiry(self) -> None:
         if self.is_leader:
             super()._schedule_expiry()
-
-    def _direct_get(
-        self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes
-    ) -> None:
-        self.direct_gets_served += 1
-        super()._direct_get(subject, reply, hdr, payload)
 
     # --- snapshots --------------------------------------------------------------------------
     def _snapshot(self, index: int) -> dict[str, Any]:
@@ -458,7 +442,7 @@ class ReplicatedStreamHost(StreamHost):
             self._transfer = None
             if not applier.skipped:
                 self.stream = applier.stream
-                self.wake_direct_waiters()
+                self.direct.wake()
             if isinstance(self.store, ObservedStore) and self.apply_log is not None:
                 index = self.stream.applied_index
                 self.apply_log.record(self.name, index, 0, None, self.store.events)

@@ -1,4 +1,4 @@
-"""Hosts one stream on this node: ingest, group commit, expiry timer, Direct Get responder.
+"""Hosts one stream on this node: ingest, group commit, expiry timer, and its read responders.
 
 A message carrying ``Nats-Batch-Id`` goes to the stream's atomic batch staging
 (``cluster/batching.py``) instead; a complete batch enters the queue as one
@@ -9,10 +9,9 @@ commit): one apply, one flush, one fsync, then every PubAck of the group is sent
 (purge, delete, update, expire) travel the same queue, so every state change reaches the engine
 through ``Stream.apply`` in one total order — the order a Raft log will impose in the cluster.
 
-Read-your-writes Direct Get: a request whose ``min_last_seq`` is above the stream's ``last_seq`` is
-parked (at most ``DIRECT_GET_WAITERS_MAX`` per stream) and answered right after the apply that
-reaches it, or with ``412 Min Last Sequence Not Applied`` after ``DIRECT_GET_MIN_SEQ_WAIT_S``;
-replicas and mirrors use the same waiters, fed by their own applies.
+Reads are answered by the host's responders: Direct Get (``cluster/direct_get_responder.py``,
+which parks read-your-writes requests until the apply that reaches them: the host wakes it after
+every apply) and mirror fetch (``cluster/mirror_fetch_responder.py``).
 
 Must never: change stream state except through ``Stream.apply``, acknowledge a publish before
 the store has fsynced it, or answer a Direct Get from a state older than its ``min_last_seq``.
@@ -22,8 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import heapq
-import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -31,19 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from cluster.batching import AtomicBatches, BatchContext
+from cluster.direct_get_responder import DirectGetLimits, DirectGetResponder
 from cluster.extensions import StreamAttachment
+from cluster.mirror_fetch_responder import MirrorFetchResponder
 from cluster.router import Router, Subscription
-from engine import mirror_fetch
 from engine.batch import BatchResult, batch_id_of
-from engine.direct_get import (
-    DIRECT_GET_GROUP,
-    DIRECT_GET_PREFIX,
-    REPLY_MIN_SEQ_NOT_APPLIED,
-    DirectReply,
-    NotApplied,
-    direct_get_subjects,
-    try_direct_get,
-)
 from engine.entries import (
     BatchCommitEntry,
     Entry,
@@ -65,22 +54,6 @@ GROUP_COMMIT_MSGS_MAX = 8192  # bounds one PublishEntry, so one apply never stal
 GROUP_COMMIT_BYTES_MAX = 8 * 1024 * 1024
 COMMIT_ITEMS_PER_TURN_MAX = 4  # entries applied before the loop gets a turn again
 _BATCH_ID_KEY = b"Nats-Batch-Id:"  # a cheap test before the header lookup on every publish
-# A Direct Get request carrying this header (any value; nats-server ignores it) gets the name of
-# the node that answered in the same header of each reply: how the chaos harness and Spark tell
-# which replica served a read. Without it the reply is byte-for-byte nats-server's.
-SERVED_BY_HEADER = "Jetraft-Served-By"
-# Mirror fetches (engine/mirror_fetch.py) are asked on this prefix + the stream name: only the
-# stream's own replicas answer it (its mirrors answer its Direct Get subjects too).
-MIRROR_FETCH_PREFIX = "$JSC.MF."
-SERVED_BY_HEADER_BYTES = (
-    SERVED_BY_HEADER.encode()
-)  # a cheap test before the header lookup on every publish
-# Read-your-writes Direct Get: how long a request whose min_last_seq is not applied yet may wait
-# for it, and how many such requests (and request bytes) one stream holds at once; past either
-# bound the request is answered "412 Min Last Sequence Not Applied" at once.
-DIRECT_GET_MIN_SEQ_WAIT_S = 0.5
-DIRECT_GET_WAITERS_MAX = 1024
-DIRECT_GET_WAITERS_BYTES_MAX = 4 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -101,23 +74,6 @@ class _BatchCommit:
     reply: str | None
 
 
-@dataclass(slots=True, eq=False)
-class _ParkedGet:
-    """A Direct Get waiting for the stream to apply ``min_last_seq``."""
-
-    min_last_seq: int
-    reply: str
-    hdr: bytes | None
-    payload: bytes
-    key: str | None
-    timer: asyncio.TimerHandle | None = None
-    done: bool = False
-
-    @property
-    def size(self) -> int:
-        return len(self.payload) + len(self.hdr or b"") + len(self.reply)
-
-
 class StreamHost:
     def __init__(
         self,
@@ -127,6 +83,8 @@ class StreamHost:
         *,
         durable: bool,
         batch_context: BatchContext | None = None,
+        node_name: str = "",
+        direct_limits: DirectGetLimits | None = None,
     ) -> None:
         self.stream = stream
         self.store = store
@@ -138,22 +96,21 @@ class StreamHost:
         )
         self._wake = asyncio.Event()
         self._ingest_subs: list[Subscription] = []
-        self._direct_subs: list[Subscription] = []
         self._task: asyncio.Task[None] | None = None
         self._expiry_timer: asyncio.TimerHandle | None = None
         self._expiry_at_ns = 0
         self._closing = False
         self.offline = False
-        self.served_by = ""  # this node's name, for Direct Gets that ask who answered
         self.attachments: list[StreamAttachment] = []  # cluster/extensions.py (mirror/ ...)
-        self._fetch_subs: list[Subscription] = []
-        # parked read-your-writes Direct Gets: a heap by min_last_seq (ties in arrival order);
-        # answered or expired ones stay in it, marked done, until popped or compacted away
-        self._waiters: list[tuple[int, int, _ParkedGet]] = []
-        self._waiter_order = itertools.count()
-        self._waiting = 0
-        self._waiting_bytes = 0
-        self.direct_gets_parked = 0  # how many Direct Gets had to wait for their min_last_seq
+        # ``node_name`` answers Direct Gets that ask which node served them
+        self.direct = DirectGetResponder(
+            router,
+            lambda: self.stream,
+            lambda: self.name,
+            served_by=node_name,
+            limits=direct_limits,
+        )
+        self.fetch = MirrorFetchResponder(router, lambda: self.stream)
 
     @property
     def name(self) -> str:
@@ -188,39 +145,15 @@ class StreamHost:
             self.router.subscribe_internal(subject, self._ingest)
             for subject in self.config.subjects
         ]
-        self._want_fetch(True)
-        want_direct = self.config.allow_direct
-        if want_direct and not self._direct_subs:
-            self._direct_subs = [
-                self.router.subscribe_internal(s, self._direct_get, queue=DIRECT_GET_GROUP)
-                for s in direct_get_subjects(self.name)
-            ]
-        elif not want_direct and self._direct_subs:
-            for sub in self._direct_subs:
-                self.router.remove(sub)
-            self._direct_subs = []
-            self.fail_direct_waiters()
-
-    def _want_fetch(self, want: bool) -> None:
-        """Answer mirror fetches (while this replica may serve reads) or stop."""
-        if want and not self._fetch_subs:
-            self._fetch_subs = [
-                self.router.subscribe_internal(
-                    MIRROR_FETCH_PREFIX + self.name, self._mirror_fetch, queue=DIRECT_GET_GROUP
-                )
-            ]
-        elif not want and self._fetch_subs:
-            for sub in self._fetch_subs:
-                self.router.remove(sub)
-            self._fetch_subs = []
+        self.fetch.serve(True)
+        self.direct.serve(self.name, self.config.allow_direct)
 
     def unsubscribe_all(self) -> None:
-        for sub in self._ingest_subs + self._direct_subs + self._fetch_subs:
+        for sub in self._ingest_subs:
             self.router.remove(sub)
         self._ingest_subs = []
-        self._direct_subs = []
-        self._fetch_subs = []
-        self.fail_direct_waiters()
+        self.fetch.serve(False)
+        self.direct.close()
 
     async def close(self) -> None:
         """Stop taking publishes, commit what is queued, then close the store."""
@@ -377,7 +310,7 @@ class StreamHost:
 
     def _apply(self, entry: Entry) -> Any:
         result = self.stream.apply(self.stream.applied_index + 1, entry)
-        self.wake_direct_waiters()
+        self.direct.wake()
         return result
 
     def _send_acks(self, pubs: list[_Pub], results: Any) -> None:
@@ -421,132 +354,3 @@ class StreamHost:
     def _expire_due(self) -> None:
         self._expiry_timer = None
         self._propose_nowait(ExpireEntry(time.time_ns()))
-
-    # --- Direct Get ----------------------------------------------------------------------
-    def direct_get(
-        self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes
-    ) -> None:
-        """Direct Get subscription handler, also for the subjects of a mirror's upstream."""
-        self._direct_get(subject, reply, hdr, payload)
-
-    def _mirror_fetch(
-        self, _subject: str, reply: str | None, _hdr: bytes | None, payload: bytes
-    ) -> None:
-        if not reply:
-            return
-        try:
-            answer = mirror_fetch.answer(self.stream, payload)
-        except mirror_fetch.FetchError as exc:
-            status = f"NATS/1.0 400 {str(exc)[:200]}\r\n\r\n".encode(errors="replace")
-            self.router.publish(reply, None, status, b"")
-            return
-        self.router.publish(reply, None, None, answer)
-
-    def _direct_get(
-        self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes
-    ) -> None:
-        if not reply:
-            return
-        # The key follows the stream token of the subject the request was addressed to, which
-        # need not be this stream's name (a mirror answers for its upstream).
-        dot = subject.find(".", len(DIRECT_GET_PREFIX))
-        key = subject[dot + 1 :] if dot >= 0 else None
-        self.serve_direct_get(reply, hdr, payload, key)
-
-    def serve_direct_get(
-        self, reply: str, hdr: bytes | None, payload: bytes, key: str | None
-    ) -> None:
-        """Answer one Direct Get (``key`` as for ``engine.direct_get``) with ``Nats-Stream`` set to
-        this stream's name, now or, for a ``min_last_seq`` not applied yet, once it is."""
-        replies = try_direct_get(
-            self.stream,
-            reply_stream_name=self.name,
-            request_hdr=hdr,
-            payload=payload,
-            subject_key=key,
-        )
-        if isinstance(replies, NotApplied):
-            self._park_direct_get(_ParkedGet(replies.min_last_seq, reply, hdr, payload, key))
-            return
-        self._send_direct(reply, hdr, replies)
-
-    def _send_direct(self, reply: str, hdr: bytes | None, replies: list[DirectReply]) -> None:
-        publish = self.router.publish
-        tag = hdr is not None and SERVED_BY_HEADER_BYTES in hdr
-        for r in replies:
-            publish(reply, None, _with_served_by(r.hdr, self.served_by) if tag else r.hdr, r.data)
-
-    def _park_direct_get(self, parked: _ParkedGet) -> None:
-        size = parked.size
-        if (
-            self._closing
-            or self._waiting >= DIRECT_GET_WAITERS_MAX
-            or self._waiting_bytes + size > DIRECT_GET_WAITERS_BYTES_MAX
-        ):
-            self._send_direct(parked.reply, parked.hdr, [REPLY_MIN_SEQ_NOT_APPLIED])
-            return
-        self.direct_gets_parked += 1
-        loop = asyncio.get_running_loop()
-        parked.timer = loop.call_later(DIRECT_GET_MIN_SEQ_WAIT_S, self._direct_wait_over, parked)
-        self._waiting += 1
-        self._waiting_bytes += size
-        if len(self._waiters) >= 2 * DIRECT_GET_WAITERS_MAX:
-            # expired waiters whose sequence never came: drop them so the heap stays bounded
-            self._waiters = [w for w in self._waiters if not w[2].done]
-            heapq.heapify(self._waiters)
-        heapq.heappush(self._waiters, (parked.min_last_seq, next(self._waiter_order), parked))
-
-    def _unpark(self, parked: _ParkedGet) -> None:
-        parked.done = True
-        self._waiting -= 1
-        self._waiting_bytes -= parked.size
-        if parked.timer is not None:
-            parked.timer.cancel()
-
-    def _direct_wait_over(self, parked: _ParkedGet) -> None:
-        if parked.done:
-            return
-        self._unpark(parked)
-        self._answer_parked(parked)
-
-    def _answer_parked(self, parked: _ParkedGet) -> None:
-        """The answer from the state now; 412 if it still lacks the sequence (never stale)."""
-        replies = try_direct_get(
-            self.stream,
-            reply_stream_name=self.name,
-            request_hdr=parked.hdr,
-            payload=parked.payload,
-            subject_key=parked.key,
-        )
-        if isinstance(replies, NotApplied):
-            replies = [REPLY_MIN_SEQ_NOT_APPLIED]
-        self._send_direct(parked.reply, parked.hdr, replies)
-
-    def wake_direct_waiters(self) -> None:
-        """After an apply: answer every parked Direct Get whose ``min_last_seq`` is now applied."""
-        waiters = self._waiters
-        if not waiters:
-            return
-        last_seq = self.stream.last_seq
-        while waiters and waiters[0][0] <= last_seq:
-            parked = heapq.heappop(waiters)[2]
-            if not parked.done:
-                self._unpark(parked)
-                self._answer_parked(parked)
-
-    def fail_direct_waiters(self) -> None:
-        """This host stops answering Direct Get (closing, unsubscribed): every parked request gets
-        its answer now, which is 412 unless its sequence was applied meanwhile."""
-        waiters, self._waiters = self._waiters, []
-        for _, _, parked in waiters:
-            if not parked.done:
-                self._unpark(parked)
-                self._answer_parked(parked)
-
-
-def _with_served_by(hdr: bytes | None, name: str) -> bytes:
-    line = f"{SERVED_BY_HEADER}: {name}\r\n".encode()
-    if not hdr:
-        return b"NATS/1.0\r\n" + line + b"\r\n"
-    assert hdr.endswith(b"\r\n\r\n"), hdr
-    return hdr[:-2] + line + b"\r\n"

@@ -35,9 +35,9 @@ import time
 from typing import Any, Final
 
 from cluster.extensions import StreamAttachment
+from cluster.mirror_fetch_responder import MIRROR_FETCH_PREFIX
 from cluster.router import Router
-from cluster.stream_host import MIRROR_FETCH_PREFIX, StreamHost
-from engine.direct_get import DIRECT_GET_GROUP, direct_get_subjects
+from cluster.stream_host import StreamHost
 from engine.entries import MirroredMsg, MirrorEntry
 from engine.mirror_fetch import FETCH_MSGS_MAX, FetchError, FetchRequest, decode_reply
 from protocol.errors import ApiError
@@ -67,7 +67,6 @@ class MirrorFollower(StreamAttachment):
         self.upstream_last_seq = 0
         self.position = 0  # the highest upstream seq known to be covered (stored or nothing live)
         self.last_contact_ns = 0
-        self._direct_subs: list[Any] = []
         self._closing = False
         self._inbox = f"{_INBOX_PREFIX}{secrets.token_hex(6)}"
         self._inbox_sub = self.router.subscribe_internal(self._inbox + ".*", self._on_reply)
@@ -228,16 +227,9 @@ class MirrorFollower(StreamAttachment):
         self._set_direct(bool(want))
 
     def _set_direct(self, want: bool) -> None:
-        if want and not self._direct_subs:
-            self._direct_subs = [
-                self.router.subscribe_internal(s, self.host.direct_get, queue=DIRECT_GET_GROUP)
-                for s in direct_get_subjects(self.upstream)
-            ]
-        elif not want and self._direct_subs:
-            for sub in self._direct_subs:
-                self.router.remove(sub)
-            self._direct_subs = []
-            self.host.fail_direct_waiters()  # parked reads are not left to time out
+        # the host's own responder answers for the upstream's name too (same engine, same
+        # parked read-your-writes requests); stopping answers what is parked under that name
+        self.host.direct.serve(self.upstream, want)
 
 
 def _time_ns(value: str | None) -> int:

@@ -19,7 +19,7 @@ import nats.errors
 import pytest
 from nats.aio.client import Client as NATS
 
-from cluster.stream_host import SERVED_BY_HEADER
+from cluster.direct_get_responder import SERVED_BY_HEADER
 from tests.integration.clients import connect
 from tests.servers import JetraftCluster
 

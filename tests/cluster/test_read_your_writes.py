@@ -29,9 +29,14 @@ import nats
 import pytest
 from nats.aio.client import Client as NATS
 
-from cluster import replicated_stream, stream_host
+from cluster import replicated_stream
+from cluster.direct_get_responder import (
+    DIRECT_GET_MIN_SEQ_WAIT_S,
+    SERVED_BY_HEADER,
+    DirectGetLimits,
+)
 from cluster.router import Router
-from cluster.stream_host import SERVED_BY_HEADER, StreamHost
+from cluster.stream_host import StreamHost
 from engine.entries import UpdateConfigEntry
 from engine.memstore import MemoryStore
 from engine.stream import Stream
@@ -91,8 +96,7 @@ async def rig() -> AsyncIterator[Rig]:
     router.subscribe_internal("_INBOX.>", on_reply)
     config = StreamConfig(name="S", subjects=["s.>"], storage="memory", allow_direct=True)
     store = MemoryStore()
-    host = StreamHost(Stream(config, store, 1), store, router, durable=False)
-    host.served_by = "solo"
+    host = StreamHost(Stream(config, store, 1), store, router, durable=False, node_name="solo")
     host.start()
     try:
         yield Rig(router, host, replies)
@@ -121,11 +125,11 @@ async def test_host_answers_once_the_sequence_is_applied(rig: Rig) -> None:
     batch = rig.replies["_INBOX.2"]
     assert [seq_of(h) for h, _ in batch[:3]] == [1, 2, 3]  # computed when answered: all three
     assert batch[3][0] is not None and batch[3][0].startswith(b"NATS/1.0 204 EOB\r\n")
-    assert rig.host._waiting == 0
+    assert rig.host.direct.waiting == 0
 
 
-async def test_host_answers_412_after_the_wait(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(stream_host, "DIRECT_GET_MIN_SEQ_WAIT_S", SHORT_WAIT_S)
+async def test_host_answers_412_after_the_wait(rig: Rig) -> None:
+    rig.host.direct.limits = DirectGetLimits(wait_s=SHORT_WAIT_S)
     rig.write(b"one")
     await rig.written(1)
     started = time.monotonic()
@@ -135,12 +139,11 @@ async def test_host_answers_412_after_the_wait(rig: Rig, monkeypatch: pytest.Mon
     assert time.monotonic() - started >= SHORT_WAIT_S
     hdr, _ = await rig.answered("_INBOX.2")
     assert hdr == b"NATS/1.0 412 Min Last Sequence Not Applied\r\nJetraft-Served-By: solo\r\n\r\n"
-    assert rig.host._waiting == 0 and rig.host._waiting_bytes == 0
+    assert rig.host.direct.waiting == 0 and rig.host.direct.waiting_bytes == 0
 
 
-async def test_host_parks_a_bounded_number(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(stream_host, "DIRECT_GET_WAITERS_MAX", 3)
-    monkeypatch.setattr(stream_host, "DIRECT_GET_MIN_SEQ_WAIT_S", LONG_WAIT_S)
+async def test_host_parks_a_bounded_number(rig: Rig) -> None:
+    rig.host.direct.limits = DirectGetLimits(waiters_max=3, wait_s=LONG_WAIT_S)
     for i in range(4):
         rig.ask(f"_INBOX.{i}", {"last_by_subj": "s.a", "min_last_seq": 1})
     assert list(rig.replies) == ["_INBOX.3"]  # the fourth, at once
@@ -152,10 +155,9 @@ async def test_host_parks_a_bounded_number(rig: Rig, monkeypatch: pytest.MonkeyP
 
 
 async def test_host_parks_a_bounded_number_of_bytes(
-    rig: Rig, monkeypatch: pytest.MonkeyPatch
+    rig: Rig,
 ) -> None:
-    monkeypatch.setattr(stream_host, "DIRECT_GET_WAITERS_BYTES_MAX", 100)
-    monkeypatch.setattr(stream_host, "DIRECT_GET_MIN_SEQ_WAIT_S", LONG_WAIT_S)
+    rig.host.direct.limits = DirectGetLimits(waiters_bytes_max=100, wait_s=LONG_WAIT_S)
     rig.ask("_INBOX.0", {"last_by_subj": "s.a", "min_last_seq": 1})
     rig.ask("_INBOX.1", {"last_by_subj": "s." + "x" * 100, "min_last_seq": 1})
     assert rig.replies == {"_INBOX.1": [(NOT_APPLIED, b"")]}
@@ -163,18 +165,17 @@ async def test_host_parks_a_bounded_number_of_bytes(
     assert seq_of((await rig.answered("_INBOX.0"))[0]) == 1
 
 
-async def test_expired_waiters_do_not_pile_up(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(stream_host, "DIRECT_GET_WAITERS_MAX", 2)
-    monkeypatch.setattr(stream_host, "DIRECT_GET_MIN_SEQ_WAIT_S", 0.0)
+async def test_expired_waiters_do_not_pile_up(rig: Rig) -> None:
+    rig.host.direct.limits = DirectGetLimits(waiters_max=2, wait_s=0.0)
     for i in range(8):
         rig.ask(f"_INBOX.{i}", {"seq": 1, "min_last_seq": 1000})
         assert await rig.answered(f"_INBOX.{i}") == (NOT_APPLIED, b"")
-        assert len(rig.host._waiters) <= 2 * 2
-    assert rig.host._waiting == 0
+        assert rig.host.direct.heap_size <= 2 * 2
+    assert rig.host.direct.waiting == 0
 
 
-async def test_closing_answers_parked_requests(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(stream_host, "DIRECT_GET_MIN_SEQ_WAIT_S", LONG_WAIT_S)
+async def test_closing_answers_parked_requests(rig: Rig) -> None:
+    rig.host.direct.limits = DirectGetLimits(wait_s=LONG_WAIT_S)
     rig.ask("_INBOX.1", {"seq": 1, "min_last_seq": 1})
     started = time.monotonic()
     await rig.host.close()
@@ -185,9 +186,9 @@ async def test_closing_answers_parked_requests(rig: Rig, monkeypatch: pytest.Mon
 
 
 async def test_allow_direct_off_answers_parked_requests(
-    rig: Rig, monkeypatch: pytest.MonkeyPatch
+    rig: Rig,
 ) -> None:
-    monkeypatch.setattr(stream_host, "DIRECT_GET_MIN_SEQ_WAIT_S", LONG_WAIT_S)
+    rig.host.direct.limits = DirectGetLimits(wait_s=LONG_WAIT_S)
     rig.ask("_INBOX.1", {"seq": 1, "min_last_seq": 1})
     off = rig.host.config.model_copy(update={"allow_direct": False})
     await rig.host.propose(UpdateConfigEntry(1, off.model_dump_json().encode()))
@@ -237,7 +238,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[tuple[InProcessCluster, list[
 
         def all_serve() -> bool:
             hosts = [c.replica(i, "RYW") for i in c.live()]
-            return all(h is not None and bool(h._direct_subs) for h in hosts)
+            return all(h is not None and h.direct.serving("RYW") for h in hosts)
 
         await wait_for(all_serve, "every replica to answer Direct Get")
         yield c, conns
@@ -312,7 +313,7 @@ async def test_reads_under_load_are_never_stale_and_spread(
     assert all(r.description == NOT_APPLIED_DESCRIPTION for r in refused)
     assert len(answered) >= ANSWERED_SHARE_MIN * len(reads)
     by_followers = sum(1 for r, leader in reads if r.status is None and r.served_by != leader)
-    parked = sum(h.direct_gets_parked for i in c.live() if (h := c.replica(i, "RYW")))
+    parked = sum(h.direct.parked for i in c.live() if (h := c.replica(i, "RYW")))
     print(
         f"\nread-your-writes under load: {len(reads)} reads, {len(refused)} x 412, "
         f"{by_followers} answered by followers, {parked} waited for their sequence; "
@@ -381,7 +382,7 @@ async def test_a_lagging_follower_answers_412_not_stale_data(
     assert by_lagging, "the lagging follower never got a request"
     for r in by_lagging:
         assert (r.status, r.description, r.data) == ("412", NOT_APPLIED_DESCRIPTION, b"")
-        assert r.elapsed_s >= stream_host.DIRECT_GET_MIN_SEQ_WAIT_S * 0.9
+        assert r.elapsed_s >= DIRECT_GET_MIN_SEQ_WAIT_S * 0.9
     for r in with_min:
         if r.served_by != lagging:
             assert (r.status, r.seq, r.data) == (None, new, b"new")
@@ -396,11 +397,11 @@ async def _parked_on_a_lagging_follower(
 ) -> tuple[InProcessCluster, int, Any, list[asyncio.Task[Read]], int]:
     """Reads parked (long wait) on a paused follower for the seq it lacks: (cluster, follower,
     its host, the read tasks, that seq)."""
-    monkeypatch.setattr(stream_host, "DIRECT_GET_MIN_SEQ_WAIT_S", LONG_WAIT_S)
     c, conns = cluster
     follower, _old, new = await _lagging_follower(c, conns)
     host = c.replica(follower, "RYW")
     assert host is not None
+    host.direct.limits = DirectGetLimits(wait_s=LONG_WAIT_S)
     tasks = await _park_at(host, conns, {"last_by_subj": "ryw.lag", "min_last_seq": new})
     return c, follower, host, tasks, new
 
@@ -425,7 +426,7 @@ async def test_a_follower_dropping_direct_get_answers_its_parked_requests(
     monkeypatch.setattr(replicated_stream, "DIRECT_GET_LAG_MAX", 0)
     reads = await asyncio.gather(*tasks)
     by_follower = [r for r in reads if r.served_by == f"n{follower}"]
-    assert by_follower and not host._direct_subs
+    assert by_follower and not host.direct.serving("RYW")
     for r in by_follower:
         assert (r.status, r.description) == ("412", NOT_APPLIED_DESCRIPTION)
         assert r.elapsed_s < LONG_WAIT_S / 2
@@ -447,9 +448,10 @@ async def _park_at(
             for k in range(ROUND_REQUESTS)
         )
         await wait_for(
-            lambda: host._waiting > 0 or all(t.done() for t in tasks), "requests answered or parked"
+            lambda: host.direct.waiting > 0 or all(t.done() for t in tasks),
+            "requests answered or parked",
         )
-        if host._waiting > 0:
+        if host.direct.waiting > 0:
             return tasks
     raise AssertionError("the follower never got a request")
 
@@ -489,7 +491,7 @@ async def test_single_server_waits_then_answers_or_412(jetraft: ServerProc) -> N
         # never reached: 412 after the wait, with an empty payload
         late = await direct_get(nc, "S1", {"last_by_subj": "one.k", "min_last_seq": 100})
         assert (late.status, late.description, late.data) == ("412", NOT_APPLIED_DESCRIPTION, b"")
-        assert late.elapsed_s >= stream_host.DIRECT_GET_MIN_SEQ_WAIT_S * 0.9
+        assert late.elapsed_s >= DIRECT_GET_MIN_SEQ_WAIT_S * 0.9
         # alone it selects nothing (408, as nats-server); MSG.GET refuses the field (10025)
         alone = await nc.request(DG + "S1", b'{"min_last_seq":1}', REQUEST_TIMEOUT_S)
         assert alone.headers is not None and alone.headers["Status"] == "408"

@@ -21,7 +21,7 @@ async def test_direct_get_names_the_replica_only_when_asked(tmp_path: Path) -> N
 
         def all_serve() -> bool:
             return all(
-                (h := c.replica(i, "S")) is not None and bool(h._direct_subs) for i in c.live()
+                (h := c.replica(i, "S")) is not None and h.direct.serving("S") for i in c.live()
             )
 
         await wait_for(all_serve, "every replica to answer Direct Get")
