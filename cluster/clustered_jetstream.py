@@ -58,7 +58,7 @@ from protocol import errors as E
 from protocol.errors import ApiError
 from protocol.models import StreamConfig
 from protocol.route_frames import FrameKind
-from protocol.stream_config import normalize_create, normalize_update
+from protocol.stream_config import SERVER_API_LEVEL, normalize_create, normalize_update
 from protocol.timefmt import format_rfc3339nano
 
 log = logging.getLogger("jetraft.cluster")
@@ -327,6 +327,11 @@ class ClusteredJetStream(JetStream):
         finally:
             self.router.remove(sub)
 
+    def _unexpected_error(self, exc: Exception) -> ApiError:
+        # in a cluster a handler mostly fails because leadership moved under it: the client
+        # retries, as after any not-leader answer
+        return ApiError(E.CLUSTER_NOT_LEADER)
+
     async def _leader_info(self, name: str) -> dict[str, Any] | None:
         host = self.replicas.get(name)
         if host is not None and host.is_leader:
@@ -399,7 +404,7 @@ class ClusteredJetStream(JetStream):
             storage=storage,
             streams=len(self.state.assignments),
             consumers=0,
-            api_level=5,
+            api_level=SERVER_API_LEVEL,
             api_total=self.api_total,
             api_errors=self.api_errors,
         )
@@ -588,7 +593,7 @@ class ClusteredJetStream(JetStream):
                 "peers": self.peers,
                 "connected": self.routes.connected_peers(),
             },
-            "api": {"level": 5, "total": self.api_total, "errors": self.api_errors},
+            "api": {"level": SERVER_API_LEVEL, "total": self.api_total, "errors": self.api_errors},
             "streams": streams,
         }
 

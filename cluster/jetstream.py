@@ -36,13 +36,12 @@ from protocol import errors as E
 from protocol.errors import ApiError
 from protocol.headers import get_header
 from protocol.models import StreamConfig
-from protocol.stream_config import normalize_create, normalize_update
+from protocol.stream_config import SERVER_API_LEVEL, normalize_create, normalize_update
 from protocol.subjects import subjects_overlap
 
 log = logging.getLogger("jetraft.jetstream")
 
 API_PREFIX = "$JS.API."
-API_LEVEL = 5
 STREAM_NAMES_LIMIT = 1024
 STREAM_LIST_LIMIT = 256
 CONFIG_FILE = "config.json"
@@ -135,7 +134,7 @@ class JetStream:
         self.created_ns[cfg.name] = created_ns
         host.start()
         attach_all(host, self.attachers)
-        for note in getattr(store, "recovery_notes", lambda: [])():
+        for note in store.recovery_notes():
             log.warning("stream %s: %s", cfg.name, note)
         for bad in store.corrupt_records():
             log.error("stream %s: corrupt record %s (%s)", cfg.name, bad.location, bad.reason)
@@ -210,11 +209,15 @@ class JetStream:
         except ApiError as err:
             self._reply_error(reply, type_, err)
             return
-        except Exception:
+        except Exception as exc:
             log.exception("API handler %s failed", type_)
-            self._reply_error(reply, type_, ApiError(E.CLUSTER_NOT_LEADER))
+            self._reply_error(reply, type_, self._unexpected_error(exc))
             return
         self.router.publish(reply, None, None, _dumps(body))
+
+    def _unexpected_error(self, exc: Exception) -> ApiError:
+        """What a client hears when a handler fails unexpectedly (a bug, logged above)."""
+        return ApiError(E.STREAM_GENERAL, err=f"internal error: {type(exc).__name__}")
 
     def _reply_error(self, reply: str, type_: str, err: ApiError) -> None:
         self.api_total += 1
@@ -279,7 +282,7 @@ class JetStream:
             storage=storage,
             streams=len(self.streams),
             consumers=0,
-            api_level=API_LEVEL,
+            api_level=SERVER_API_LEVEL,
             api_total=self.api_total,
             api_errors=self.api_errors,
         )
@@ -413,13 +416,13 @@ class JetStream:
         return {
             "server_name": self.server_name,
             "streams": len(self.streams),
-            "api": {"level": API_LEVEL, "total": self.api_total, "errors": self.api_errors},
+            "api": {"level": SERVER_API_LEVEL, "total": self.api_total, "errors": self.api_errors},
             "account_details": streams,
         }
 
 
 def _api_level_ok(value: str) -> bool:
     try:
-        return int(value) <= API_LEVEL
+        return int(value) <= SERVER_API_LEVEL
     except ValueError:
         return False

@@ -22,7 +22,7 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from protocol.headers import encode_header_block
+from protocol.session import no_responders_header
 from protocol.sublist import Sublist
 
 if TYPE_CHECKING:
@@ -321,7 +321,7 @@ class Router:
         return True
 
     def _no_responders(self, subject: str, reply: str, origin: ClientConnection) -> None:
-        hdr = encode_header_block([("Nats-Subject", subject)], status="503")
+        hdr = no_responders_header(subject)
         for sub in self.sublist.match(reply).plain:
             if sub.conn is origin:
                 origin.send_msg(reply, sub.sid, None, hdr, b"")

@@ -71,5 +71,8 @@ class MemoryStore:
     def corrupt_records(self) -> list[CorruptRecord]:
         return []
 
+    def recovery_notes(self) -> list[str]:
+        return []  # nothing survives a restart, so nothing is repaired
+
     def close(self) -> None:
         return None

@@ -236,11 +236,10 @@ def encode_hmsg(subject: str, sid: str, reply: str | None, hdr: bytes, payload: 
     return head.encode("utf-8", "surrogateescape") + hdr + payload + CRLF
 
 
-def encode_no_responders(reply: str, sid: str, subject: str) -> bytes:
-    """The 503 status nats-server sends to a requester whose request reached no subscriber
-    (to the requester's own subscription ``sid`` matching ``reply``)."""
-    hdr = b"NATS/1.0 503\r\nNats-Subject: " + _b(subject) + b"\r\n\r\n"
-    return encode_hmsg(reply, sid, None, hdr, b"")
+def no_responders_header(subject: str) -> bytes:
+    """The header of the 503 status nats-server sends (with an empty payload, to the requester's
+    own subscription matching its reply subject) when a request reached no subscriber."""
+    return b"NATS/1.0 503\r\nNats-Subject: " + _b(subject) + b"\r\n\r\n"
 
 
 def encode_info(info: dict[str, Any]) -> bytes:

@@ -24,7 +24,7 @@ from protocol.session import (
     encode_hmsg,
     encode_info,
     encode_msg,
-    encode_no_responders,
+    no_responders_header,
     order_info,
 )
 from tests.protocol.core_cases import CASES, INFO_CASES, NO_INFO_CASES, connect_info_line
@@ -203,7 +203,7 @@ def test_encoders() -> None:
     assert encode_hmsg("a", "9", "r", hdr, b"") == b"HMSG a 9 r 12 12\r\n" + hdr + b"\r\n"
     assert encode_err("Invalid Subject") == b"-ERR 'Invalid Subject'\r\n"
     assert encode_info({"a": 1, "b": "<&>"}) == b'INFO {"a":1,"b":"\\u003c\\u0026\\u003e"} \r\n'
-    assert encode_no_responders("r", "1", "nobody") == (
+    assert encode_hmsg("r", "1", None, no_responders_header("nobody"), b"") == (
         b"HMSG r 1 38 38\r\nNATS/1.0 503\r\nNats-Subject: nobody\r\n\r\n\r\n"
     )
     assert (OK, PING, PONG) == (b"+OK\r\n", b"PING\r\n", b"PONG\r\n")

@@ -22,7 +22,7 @@ from protocol.session import (
     encode_err,
     encode_hmsg,
     encode_msg,
-    encode_no_responders,
+    no_responders_header,
 )
 from protocol.sublist import Sublist
 
@@ -99,7 +99,8 @@ class OneConnectionServer:
         targets = list(result.plain) + [members[0] for members in result.queues.values()]
         if not targets and pub.reply and self.no_responders:
             for sub in self.sublist.match(pub.reply).plain:
-                self.out += encode_no_responders(pub.reply, sub.sid, pub.subject)
+                hdr = no_responders_header(pub.subject)
+                self.out += encode_hmsg(pub.reply, sub.sid, None, hdr, b"")
             return
         if not self.echo:
             return
