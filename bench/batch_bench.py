@@ -30,7 +30,8 @@ from typing import cast
 
 from bench.loadgen import run_event_loop
 from bench.rawclient import RawClient
-from tests.servers import HOST, NATS_SERVER_BIN, ServerProc, jetraft_proc, nats_server_proc
+from cluster.ops.process import HOST, NATS_SERVER_BIN
+from cluster.ops.servers import ServerProc, jetraft_proc, nats_server_proc
 
 NATS = "nats-server"
 JETRAFT = "jetraft"

@@ -63,8 +63,9 @@ from bench.loadgen import (
     run_event_loop,
 )
 from bench.runner import _latency, _nats_version, _rate, _ratio
-from cluster.local_cluster import http_get_json
-from tests.servers import HOST, NATS_SERVER_BIN, ServerProc, free_port
+from cluster.ops.probes import http_get_json
+from cluster.ops.process import HOST, NATS_SERVER_BIN, distinct_free_ports
+from cluster.ops.servers import ServerProc
 
 RESULTS_PATH = Path(__file__).resolve().parent / "results.md"
 NATS = "nats-server"
@@ -146,16 +147,6 @@ class ClusterProcs:
 
     def log_tails(self) -> str:
         return "\n".join(f"--- {node.name} log tail ---\n{node.log_tail()}" for node in self.nodes)
-
-
-def distinct_free_ports(count: int) -> list[int]:
-    """``count`` different ports that were free a moment ago."""
-    ports: list[int] = []
-    while len(ports) < count:
-        port = free_port()
-        if port not in ports:
-            ports.append(port)
-    return ports
 
 
 def cluster_procs(

@@ -64,15 +64,9 @@ from bench.loadgen import (
 )
 from bench.rawclient import RawClient
 from bench.runner import _nats_version, _rate, _ratio
+from cluster.ops.process import HOST, NATS_SERVER_BIN
+from cluster.ops.servers import ServerProc, ServerStartError, jetraft_proc, nats_server_proc
 from protocol.headers import get_header
-from tests.servers import (
-    HOST,
-    NATS_SERVER_BIN,
-    ServerProc,
-    ServerStartError,
-    jetraft_proc,
-    nats_server_proc,
-)
 
 RESULTS_PATH = Path(__file__).resolve().parent / "results.md"
 NATS = "nats-server"

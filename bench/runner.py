@@ -34,14 +34,8 @@ from bench.loadgen import (
     run_event_loop,
     run_load,
 )
-from tests.servers import (
-    HOST,
-    NATS_SERVER_BIN,
-    ServerProc,
-    ServerStartError,
-    jetraft_proc,
-    nats_server_proc,
-)
+from cluster.ops.process import HOST, NATS_SERVER_BIN
+from cluster.ops.servers import ServerProc, ServerStartError, jetraft_proc, nats_server_proc
 
 RESULTS_PATH = Path(__file__).resolve().parent / "results.md"
 NATS = "nats-server"

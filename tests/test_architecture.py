@@ -83,3 +83,55 @@ def test_the_chaos_harness_does_not_import_spark() -> None:
     # through an entry point, and pyspark is an optional dependency the harness must not need
     offenders = [str(p.relative_to(ROOT)) for p in _files("jepsen_like") if "spark" in _imports(p)]
     assert offenders == []
+
+
+def _module_imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, dotted in full (``from cluster import ops`` names
+    ``cluster.ops`` too: it may be a submodule)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _is_within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_the_benchmarks_do_not_import_the_tests() -> None:
+    # bench/ is shipped; the process helpers it shares with the tests live in cluster.ops
+    offenders = [str(p.relative_to(ROOT)) for p in _files("bench") if "tests" in _imports(p)]
+    assert offenders == []
+
+
+OPS_DIR = ROOT / "cluster" / "ops"
+OPS_DISPATCHER = ROOT / "cluster" / "cli.py"
+
+
+def test_only_the_cli_reaches_the_operator_side() -> None:
+    # cluster.ops drives nodes from outside, as a user would; the node must not depend on it
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in _files("cluster")
+        if OPS_DIR not in path.parents and path != OPS_DISPATCHER
+        for name in sorted(_module_imports(path))
+        if _is_within(name, "cluster.ops")
+    ]
+    assert offenders == []
+
+
+def test_the_operator_side_does_not_import_the_node() -> None:
+    # nodes are separate processes: cluster.ops reaches them by process, wire and HTTP only
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in _files("cluster/ops")
+        for name in sorted(_module_imports(path))
+        if (_is_within(name, "cluster") and not _is_within(name, "cluster.ops"))
+        or name.split(".")[0] in {"protocol", "engine", "mirror", "tests"}
+    ]
+    assert offenders == []

@@ -1,4 +1,5 @@
-"""``jetraft cluster up|status|down|run``: port planning, cluster.json, pid safety, real runs.
+"""``jetraft cluster up|status|down|run`` (cluster/ops/): port planning, cluster.json, pid
+safety, real runs.
 
 The integration tests start real node processes on ports found free at run time, and stop every
 one of them by pid, also when an assertion fails.
@@ -21,29 +22,26 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster import cli, local_cluster
+from cluster import cli
 from cluster.cli import main
-from cluster.local_cluster import (
+from cluster.ops import local_cluster
+from cluster.ops.local_cluster import ROUTE_AUTH_FILE, node_argv, stop_nodes
+from cluster.ops.plan import (
     CLUSTER_FILE,
     CLUSTER_PORT_OFFSET,
-    HOST,
     MAX_PORT,
     MONITOR_PORT_OFFSET,
     PID_FILE,
-    ROUTE_AUTH_FILE,
     ClusterError,
     ClusterInfo,
     NodeRecord,
-    format_status,
-    node_argv,
-    pid_alive,
     plan_nodes,
     read_cluster_file,
     running_nodes,
-    stop_nodes,
     write_cluster_file,
 )
-from tests.servers import PROJECT_ROOT
+from cluster.ops.process import HOST, PROJECT_ROOT, pid_alive
+from cluster.ops.status import format_status
 
 BASE_SEARCH_RANGE = (20000, 40000)
 BASE_SEARCH_ATTEMPTS = 200
