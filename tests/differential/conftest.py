@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import itertools
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-_PROJECT_ROOT = Path(__file__).resolve().parents[2]
-if str(_PROJECT_ROOT) not in sys.path:
-    sys.path.insert(0, str(_PROJECT_ROOT))
+# This folder is not a package (its test files import diff_harness by bare name, pytest putting
+# the folder on sys.path for them); importing it here the same way keeps one copy of the module.
+from diff_harness import DIFF_AGAINST_ENV, Differ
 
-from diff_harness import DIFF_AGAINST_ENV, Differ  # noqa: E402
-
-from tests.servers import ServerProc, start_jetraft, start_nats_server  # noqa: E402
+from tests.servers import ServerProc, start_jetraft, start_nats_server
 
 CANDIDATES = ("jetraft", "nats")
 

@@ -1,0 +1,233 @@
+"""File store read cache: what it serves, what drops entries, and that it never serves damage."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.filestore import READ_CACHE_ENTRY_OVERHEAD_BYTES, FileStore
+from engine.store import StoredMsg
+from tests.engine.store.filestore_test_records import (
+    RECORD_100_BYTES_DATA,
+    RECORD_BYTES,
+    flip_byte,
+    msg,
+)
+
+# msg(seq) is a 100-byte record with subject "t.x"; its cache entry costs subject + data + overhead
+ENTRY_COST_BYTES = 3 + RECORD_100_BYTES_DATA + READ_CACHE_ENTRY_OVERHEAD_BYTES
+
+
+def only_segment(directory: Path) -> Path:
+    (segment,) = sorted(directory.glob("seg-*.blk"))
+    return segment
+
+
+class PreadCounter:
+    """Counts os.pread calls (every read from disk the store makes goes through it)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        real = os.pread
+
+        def counting(fd: int, length: int, offset: int) -> bytes:
+            self.calls += 1
+            return real(fd, length, offset)
+
+        monkeypatch.setattr(os, "pread", counting)
+
+
+@pytest.fixture
+def preads(monkeypatch: pytest.MonkeyPatch) -> PreadCounter:
+    return PreadCounter(monkeypatch)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[FileStore]:
+    s = FileStore(tmp_path)
+    yield s
+    s.close()
+
+
+def test_appended_messages_are_served_without_reading_the_disk(
+    store: FileStore, preads: PreadCounter
+) -> None:
+    for seq in range(1, 6):
+        store.append(msg(seq))
+    store.sync()
+    assert [store.load(s) for s in range(1, 6)] == [msg(s) for s in range(1, 6)]
+    assert preads.calls == 0
+    assert store.cached_seqs() == [1, 2, 3, 4, 5]
+    assert store.read_cache_bytes() == 5 * ENTRY_COST_BYTES
+
+
+def test_a_load_from_disk_is_cached_after_its_checksum_passed(
+    tmp_path: Path, preads: PreadCounter
+) -> None:
+    writer = FileStore(tmp_path)
+    for seq in range(1, 4):
+        writer.append(msg(seq))
+    writer.close()
+    store = FileStore(tmp_path)  # recovery reads segments whole, not through load
+    assert store.cached_seqs() == []
+    before = preads.calls
+    assert store.load(2) == msg(2)
+    assert preads.calls == before + 1
+    assert store.load(2) == msg(2)
+    assert preads.calls == before + 1  # the second load was a hit
+    assert store.cached_seqs() == [2]
+    store.close()
+
+
+@pytest.mark.parametrize("erase", [False, True])
+def test_remove_and_erase_drop_the_entry(store: FileStore, erase: bool) -> None:
+    for seq in range(1, 4):
+        store.append(msg(seq))
+    assert store.remove(2, erase=erase) is True
+    assert store.load(2) is None
+    assert store.cached_seqs() == [1, 3]
+    assert store.read_cache_bytes() == 2 * ENTRY_COST_BYTES
+    store.sync()
+    assert store.load(2) is None
+
+
+@pytest.mark.parametrize("cached_before", [2, 40])
+def test_remove_through_drops_every_entry_at_or_below(tmp_path: Path, cached_before: int) -> None:
+    """Both ways of finding the entries: probing the killed seqs (few killed, many cached) and
+    filtering the cache (many killed, few cached)."""
+    store = FileStore(tmp_path, segment_bytes_max=1000)  # ten records a segment
+    for seq in range(1, 41):
+        store.append(msg(seq))
+    survivors = list(range(41 - cached_before, 41))
+    # Keep only ``survivors`` cached: recreate the store and read them back.
+    store.close()
+    store = FileStore(tmp_path, segment_bytes_max=1000)
+    for seq in survivors:
+        assert store.load(seq) == msg(seq)
+    store.remove_through(30)
+    expected = [s for s in survivors if s > 30]
+    assert store.cached_seqs() == expected
+    assert store.read_cache_bytes() == len(expected) * ENTRY_COST_BYTES
+    assert all(store.load(s) is None for s in range(1, 31))
+    assert [m.seq for m in store.scan()] == list(range(31, 41))
+    store.close()
+
+
+def test_compaction_leaves_only_live_messages_cached_and_disk_reads_agree(
+    tmp_path: Path,
+) -> None:
+    segment_bytes_max = 1000  # ten records a segment
+    store = FileStore(
+        tmp_path,
+        segment_bytes_max=segment_bytes_max,
+        read_cache_bytes_max=3 * ENTRY_COST_BYTES,  # most survivors must come from disk
+    )
+    for seq in range(1, 31):
+        store.append(msg(seq))
+    first = sorted(tmp_path.glob("seg-*.blk"))[0]
+    size_before = first.stat().st_size
+    for seq in range(1, 11):
+        if seq != 5:
+            store.remove(seq)
+    store.sync()  # a commit point: space is reclaimed there
+    assert first.stat().st_size < size_before  # compacted: only seq 5 and removals are left
+    assert set(store.cached_seqs()) <= set(range(5, 31)) - set(range(6, 11))
+    assert [store.load(s) for s in range(1, 31)] == [
+        msg(s) if s == 5 or s > 10 else None for s in range(1, 31)
+    ]
+    assert store.read_cache_bytes() <= 3 * ENTRY_COST_BYTES
+    store.close()
+    reopened = FileStore(tmp_path, segment_bytes_max=segment_bytes_max)
+    assert reopened.load(5) == msg(5)
+    assert reopened.corrupt_records() == []
+    reopened.close()
+
+
+def test_a_damaged_record_never_cached_is_not_served(tmp_path: Path) -> None:
+    writer = FileStore(tmp_path)
+    for seq in range(1, 6):
+        writer.append(msg(seq))
+    writer.close()
+    flip_byte(only_segment(tmp_path), 2 * RECORD_BYTES + 70)  # inside the data of seq 3
+    store = FileStore(tmp_path)
+    assert store.load(3) is None
+    assert store.load(3) is None
+    assert 3 not in store.cached_seqs()
+    assert [(c.seq, c.reason) for c in store.corrupt_records()] == [(3, "checksum mismatch")]
+    assert [store.load(s) for s in (1, 2, 4, 5)] == [msg(s) for s in (1, 2, 4, 5)]
+    store.close()
+
+
+def test_damage_after_opening_is_found_by_the_first_load(tmp_path: Path) -> None:
+    writer = FileStore(tmp_path)
+    for seq in range(1, 6):
+        writer.append(msg(seq))
+    writer.close()
+    store = FileStore(tmp_path)  # recovered, so nothing is cached yet
+    flip_byte(only_segment(tmp_path), 3 * RECORD_BYTES + 70)  # inside the data of seq 4
+    assert store.load(4) is None
+    assert 4 not in store.cached_seqs()
+    assert [c.seq for c in store.corrupt_records()] == [4]
+    store.close()
+
+
+def test_a_message_this_store_wrote_is_served_as_written_until_scan_finds_the_damage(
+    store: FileStore, tmp_path: Path
+) -> None:
+    for seq in range(1, 4):
+        store.append(msg(seq))
+    store.sync()
+    flip_byte(only_segment(tmp_path), RECORD_BYTES + 70)  # inside the data of seq 2
+    assert store.load(2) == msg(2)  # the cached copy is what was written, not the damage
+    assert [m.seq for m in store.scan()] == [1, 3]
+    assert store.load(2) is None  # once found damaged, the message is gone for every reader
+    assert 2 not in store.cached_seqs()
+
+
+def test_the_cache_stays_within_its_budget_and_evicts_least_recently_used(
+    tmp_path: Path,
+) -> None:
+    budget_bytes = 4 * ENTRY_COST_BYTES
+    store = FileStore(tmp_path, read_cache_bytes_max=budget_bytes)
+    for seq in range(1, 7):
+        store.append(msg(seq))
+        assert store.read_cache_bytes() <= budget_bytes
+    assert store.cached_seqs() == [3, 4, 5, 6]
+    assert store.load(3) == msg(3)  # a hit makes 3 the most recently used
+    assert store.load(1) == msg(1)  # a miss, read from disk, evicts the least recent: 4
+    assert store.cached_seqs() == [5, 6, 3, 1]
+    assert store.read_cache_bytes() == budget_bytes
+    store.close()
+
+
+def test_a_message_over_the_whole_budget_is_not_cached(tmp_path: Path) -> None:
+    store = FileStore(tmp_path, read_cache_bytes_max=2 * ENTRY_COST_BYTES)
+    store.append(msg(1))
+    big = StoredMsg(2, "t.x", b"", bytes(3 * ENTRY_COST_BYTES), 2)
+    store.append(big)
+    assert store.cached_seqs() == [1]
+    assert store.load(2) == big
+    assert store.cached_seqs() == [1]
+    store.close()
+
+
+def test_a_zero_budget_disables_the_cache(tmp_path: Path, preads: PreadCounter) -> None:
+    store = FileStore(tmp_path, read_cache_bytes_max=0)
+    store.append(msg(1))
+    store.sync()
+    assert store.load(1) == msg(1)
+    assert store.load(1) == msg(1)
+    assert preads.calls == 2
+    assert store.cached_seqs() == [] and store.read_cache_bytes() == 0
+    store.close()
+
+
+def test_mutable_payloads_are_not_shared_with_the_caller(store: FileStore) -> None:
+    data = bytearray(b"before")
+    store.append(StoredMsg(1, "t.x", b"", data, 1))  # type: ignore[arg-type]  # a careless caller
+    data[:] = b"after!"
+    loaded = store.load(1)
+    assert loaded is not None and loaded.data == b"before" and type(loaded.data) is bytes
