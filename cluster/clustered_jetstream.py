@@ -41,7 +41,7 @@ from cluster.jetstream import (
     _write_atomic,
 )
 from cluster.meta_state import Assignment, MetaState, decode_meta_command, encode_meta_command
-from cluster.raft_group import NotLeaderError, RaftDriver, RaftGroup
+from cluster.raft.group import NotLeaderError, RaftDriver, RaftGroup
 from cluster.replicated_stream import ReplicatedStreamHost
 from cluster.router import Router, Subscription
 from cluster.routes import RouteManager

@@ -36,7 +36,7 @@ from typing import Any
 
 from cluster.apply_log import ApplyLog, ObservedStore
 from cluster.batching import BatchContext
-from cluster.raft_group import NotLeaderError, RaftDriver, RaftGroup
+from cluster.raft.group import NotLeaderError, RaftDriver, RaftGroup
 from cluster.router import Router
 from cluster.routes import RouteManager
 from cluster.stream_host import StreamHost, _BatchCommit, _Op

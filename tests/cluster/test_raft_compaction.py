@@ -9,7 +9,7 @@ from pathlib import Path
 import nats
 import pytest
 
-from cluster import raft_group
+from cluster.raft import group as raft_group
 from tests.cluster.inprocess import InProcessCluster, wait_for
 
 COMPACT_EVERY = 16

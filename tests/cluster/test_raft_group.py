@@ -8,8 +8,8 @@ from typing import Any
 
 from pysyncobj.node import Node
 
-from cluster.raft_group import RaftDriver, _GroupTransport
-from cluster.raft_journal import DurableJournal
+from cluster.raft.group import RaftDriver, _GroupTransport
+from cluster.raft.journal import DurableJournal
 
 
 class _Routes:
@@ -61,7 +61,7 @@ def test_a_snapshot_chunk_never_commits_the_followers_unverified_entries(tmp_pat
     that were never committed; the new leader, having compacted past them, sent a snapshot, and
     pysyncobj raised the follower's commit index from that message alone, so the replica applied
     the deposed leader's entries and diverged."""
-    from cluster.raft_group import RaftGroup, deliver
+    from cluster.raft.group import RaftGroup, deliver
 
     def make(name: str) -> RaftGroup:
         return RaftGroup(
@@ -97,7 +97,7 @@ async def test_a_deposed_leader_fails_its_queued_proposals_instead_of_forwarding
     the same publish was stored twice. Stream groups refuse; the meta group may forward."""
     import pytest
 
-    from cluster.raft_group import NotLeaderError, RaftGroup
+    from cluster.raft.group import NotLeaderError, RaftGroup
 
     for name, forward in (("stream", False), ("meta", True)):
         routes = _Routes()
@@ -130,8 +130,8 @@ def test_a_node_whose_journal_lost_synced_entries_does_not_vote_until_caught_up(
     """The Jepsen NATS 2.12.1 scenario: a node whose disk lost entries it had acknowledged votes
     for a candidate that lacks them, and a committed write is lost. Such a node abstains (no
     vote, no campaign) until a leader has brought its commit index up to the leader's."""
-    from cluster.raft_group import RaftGroup, deliver
-    from cluster.raft_journal import LOG_FILE_NAME
+    from cluster.raft.group import RaftGroup, deliver
+    from cluster.raft.journal import LOG_FILE_NAME
 
     def make(routes: _Routes) -> RaftGroup:
         return RaftGroup(

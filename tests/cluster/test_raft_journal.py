@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from pysyncobj.journal import Journal
 
-from cluster import raft_journal
-from cluster.raft_journal import (
+from cluster.raft import journal as raft_journal
+from cluster.raft.journal import (
     HEADER_BYTES,
     LOG_FILE_NAME,
     META_FILE_NAME,
@@ -224,7 +224,7 @@ def test_torn_tail_is_cut_and_prefix_kept(
     last_offset = _record_offsets(entries)[-1]
     with open(jdir / LOG_FILE_NAME, "r+b") as f:
         f.truncate(last_offset + cut_into_last)
-    with caplog.at_level(logging.WARNING, logger="cluster.raft_journal"):
+    with caplog.at_level(logging.WARNING, logger="cluster.raft.journal"):
         journal = opened()
     assert journal[:] == entries[:4]
     assert (jdir / LOG_FILE_NAME).stat().st_size == last_offset == journal.size_bytes
@@ -649,7 +649,7 @@ def test_a_process_crash_keeps_unsynced_appends(jdir: Path) -> None:
 import os, sys
 sys.path.insert(0, {str(PROJECT_ROOT)!r})
 from pathlib import Path
-from cluster.raft_journal import DurableJournal
+from cluster.raft.journal import DurableJournal
 journal = DurableJournal(Path({str(jdir)!r}))
 for i in range(1, 4):
     journal.add(b"cmd-%d" % i, i, 1)

@@ -22,10 +22,10 @@ import nats
 import pytest
 from pysyncobj.node import Node
 
-from cluster import raft_group
+from cluster.raft import group as raft_group
 from cluster.clustered_jetstream import META_GROUP
-from cluster.raft_group import RaftDriver, RaftGroup, _GroupTransport
-from cluster.raft_journal import DurableJournal
+from cluster.raft.group import RaftDriver, RaftGroup, _GroupTransport
+from cluster.raft.journal import DurableJournal
 from protocol.raft_messages import RAFT_VALUE_MAX, RaftMessageError
 from protocol.route_frames import ROUTE_PROTOCOL_VERSION, FrameKind, encode_frame
 from tests.cluster.inprocess import InProcessCluster, wait_for

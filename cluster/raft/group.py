@@ -55,7 +55,7 @@ from pysyncobj.node import Node
 from pysyncobj.transport import Transport
 
 from cluster import sync_ledger
-from cluster.raft_journal import DurableJournal
+from cluster.raft.journal import DurableJournal
 from cluster.routes import RouteManager
 from protocol.raft_messages import (
     APPEND_ENTRIES,

@@ -1,0 +1,1 @@
+"""Raft for jetraft: replicated groups over pysyncobj, driven on the node's event loop."""
