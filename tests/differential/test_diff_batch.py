@@ -54,6 +54,10 @@ LIMITS_CONF = (
     "jetstream { limits { batch { max_inflight_per_stream: 2, max_inflight_total: 3, "
     "max_msgs: 5, timeout: 500ms } } }\n"
 )
+# The timer-reset batch: as many messages as max_msgs allows, so that its steps can be short
+# (each gap leaves most of the timeout as margin) and still add up to more than one timeout.
+RESET_BATCH_MSGS = 5
+RESET_STEP_S = CONFIGURED_TIMEOUT_S * 0.3
 
 Headers = list[tuple[str, str]]
 
@@ -93,6 +97,31 @@ async def quiet(
     data = payload.encode() if isinstance(payload, str) else payload
     shown = [(k[5:] if k.startswith("Nats-") else k, v[:20]) for k, v in headers]
     await s.exchange(conn, f"PUB {tail} {shown}", hpub(s.subj(tail), header_block(headers), data))
+
+
+async def sleep_until(deadline: float) -> None:
+    """Sleep until the event loop's clock reaches ``deadline`` (at once if it already has)."""
+    loop = asyncio.get_running_loop()
+    while (left := deadline - loop.time()) > 0:
+        await asyncio.sleep(left)
+
+
+async def keep_alive_then_commit(s: Session, tail: str, batch_id: str) -> None:
+    """A batch of RESET_BATCH_MSGS messages (the last commits) whose life spans more than one
+    idle timeout while no gap between two of its messages comes near it.
+
+    Each send is due RESET_STEP_S after the previous send, not after its reply: the server
+    restarts the timer only once it has the message, after the send, so a slow reply shortens
+    the next gap instead of stretching it past the timer (with a pause after each reply, a
+    reply late by the margin left the batch abandoned on a correct server). A send is never
+    early, so the commit goes out at least (RESET_BATCH_MSGS - 1) steps after the first
+    message: later than a timer the messages did not restart would have fired."""
+    loop = asyncio.get_running_loop()
+    due = loop.time()
+    for i in range(1, RESET_BATCH_MSGS + 1):
+        await sleep_until(due)
+        due = loop.time() + RESET_STEP_S
+        await npub(s, tail, "1", bh(batch_id, i, "1" if i == RESET_BATCH_MSGS else None))
 
 
 async def stored(s: Session, stream: str, seqs: Iterator[int] | range | list[int]) -> None:
@@ -533,13 +562,9 @@ async def test_configured_limits_and_idle_timeout(limited_diff: Differ) -> None:
             await npub(s, "a.x", "1", bh("fits", i, "eob" if i == 6 else None))
         await npub(s, "a.x", "1", bh("u", 6, "eob"))
         await npub(s, "a.x", "1", bh("u", 7, "eob"))
-        # Every message restarts the idle timer.
-        await npub(s, "a.x", "1", bh("r", 1))
-        await asyncio.sleep(CONFIGURED_TIMEOUT_S * 0.6)
-        await npub(s, "a.x", "1", bh("r", 2))
-        await asyncio.sleep(CONFIGURED_TIMEOUT_S * 0.6)
-        await npub(s, "a.x", "1", bh("r", 3, "1"))
+        # Every message restarts the idle timer: the batch outlives one timeout, no gap nears it.
+        await keep_alive_then_commit(s, "a.x", "r")
         await adv_a.record(s, 0, "reset")
-        await stored(s, first["name"], range(1, 9))
+        await stored(s, first["name"], range(1, 6 + RESET_BATCH_MSGS))  # "fits", then "r"
 
     await limited_diff.run(scenario)
