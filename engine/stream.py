@@ -493,7 +493,7 @@ class Stream:
 
     def _check_publish(self, msg: InboundMsg) -> PubResult | _Accepted:
         """nats-server's publish checks, in the order the v2.15.1 binary applies them (probed;
-        server-behavior.md §5.4 lists the sizes later, as the main-branch source has them)."""
+        see docs/nats-differences.md §5: the main-branch source checks the sizes later)."""
         cfg = self._config
         hdr = msg.hdr
         size = self._msg_size(msg.subject, hdr, msg.data)

@@ -1,4 +1,4 @@
-"""Differential: atomic batch publish (ADR-50), server-behavior.md §4.
+"""Differential: atomic batch publish (ADR-50), docs/nats-differences.md §4.
 
 Every reply of §4.2 (empty acks, the commit PubAck with ``batch``/``count``, EOB commits, silence
 without a reply subject or on a no_ack stream), every error of §4.3 at staging and at commit time,

@@ -1,4 +1,4 @@
-"""Differential: Direct Get ($JS.API.DIRECT.GET), server-behavior.md §1.
+"""Differential: Direct Get ($JS.API.DIRECT.GET), docs/nats-differences.md §1.
 
 Every request form and every status of §1.3-1.7, compared byte for byte (header blocks
 included, Nats-Time-Stamp masked) over a raw connection.

@@ -1,4 +1,4 @@
-"""Differential: mirror streams (issue 5; server-behavior.md §1.8). The create reply (with
+"""Differential: mirror streams (issue 5; docs/nats-differences.md §1). The create reply (with
 ``mirror_direct`` forced to the origin's ``allow_direct``), STREAM.INFO's ``mirror`` object, the
 mirror's own Direct Get replies (copied headers, the mirror's name in ``Nats-Stream``, the
 upstream's sequences), and the mirror config errors, byte for byte against nats-server."""

@@ -1,4 +1,4 @@
-"""Differential: $JS.API.STREAM.MSG.GET and STREAM.MSG.DELETE, server-behavior.md §2."""
+"""Differential: $JS.API.STREAM.MSG.GET and STREAM.MSG.DELETE, docs/nats-differences.md §2."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Differential: the core client protocol over raw sockets, server-behavior.md §6.
+"""Differential: the core client protocol over raw sockets, docs/nats-differences.md §6.
 
 INFO and the async INFO after the first PING, CONNECT validation and defaults, verbose +OK,
 pedantic checks, every -ERR text and whether the connection is closed, malformed arguments,

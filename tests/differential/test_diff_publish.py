@@ -1,4 +1,4 @@
-"""Differential: publishing into streams, server-behavior.md §5.4.
+"""Differential: publishing into streams, docs/nats-differences.md §5.
 
 PubAcks (byte for byte, including the `"duplicate": true` spacing), every Nats-Expected-*
 header and its error, the order in which the checks run, rollups, max_msg_size, the header

@@ -1,4 +1,4 @@
-"""Differential: defaults filled in and stream state objects, server-behavior.md §5.5-5.6.
+"""Differential: defaults filled in and stream state objects, docs/nats-differences.md §5.
 
 Byte counts (file and memory accounting), num_subjects, num_deleted, deleted details, the
 subjects map, first_seq on create and after purges and deletes, duplicate_window defaulting.

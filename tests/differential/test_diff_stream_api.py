@@ -1,4 +1,4 @@
-"""Differential: the stream JSON API, server-behavior.md §5.1-5.3 and §5.5 (config checks).
+"""Differential: the stream JSON API, docs/nats-differences.md §5 (API and config checks).
 
 INFO, STREAM.CREATE/UPDATE/INFO/DELETE/NAMES/LIST/PURGE, every listed error, strict JSON,
 and the subjects that get no reply at all.
@@ -18,7 +18,7 @@ API_LEVEL = "Nats-Required-Api-Level"
 MAX_NAME_CHARS = 255
 MAX_DESCRIPTION_CHARS = 4096
 
-# nats-py 2.16 add_stream(name, subjects) sends exactly these keys (server-behavior.md §5.5).
+# nats-py 2.16 add_stream(name, subjects) sends exactly these keys (docs/nats-differences.md §5).
 NATS_PY_ADD_STREAM_DEFAULTS: dict[str, Any] = {
     "discard": "old",
     "discard_new_per_subject": False,

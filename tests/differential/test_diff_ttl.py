@@ -1,4 +1,4 @@
-"""Differential: per-message TTL and subject delete markers (ADR-43), server-behavior.md §3.
+"""Differential: per-message TTL and subject delete markers (ADR-43), docs/nats-differences.md §3.
 
 Config rules of §3.1/§3.4 (pedantic and not), every ``Nats-TTL`` row of §3.2 with the stored
 header read back through Direct Get, the publish errors of §3.3 and where they fall in the check
@@ -39,7 +39,7 @@ TIME_STAMP = "Nats-Time-Stamp"
 EXPIRY_WAIT_S = 8.0  # far above the ~0.5 s nats-server needs past a deadline
 POLL_INTERVAL_S = 0.02
 
-# (value, what nats-server does with it on a TTL-enabled stream): server-behavior.md §3.2.
+# (value, what nats-server does with it on a TTL-enabled stream): docs/nats-differences.md §3.
 TTL_ROWS = [
     "never",
     "NEVER",

@@ -1,7 +1,7 @@
 """The client-connection parser: every op, every error, split-anywhere and garbage properties.
 
-Expected outcomes were probed on nats-server v2.15.1 over a raw socket (see server-behavior.md
-§6.3-6.4): a ProtocolViolation's err is the -ERR text it sends, None where it closes silently.
+Expected outcomes were probed on nats-server v2.15.1 over a raw socket (see docs/nats-differences.md
+§6): a ProtocolViolation's err is the -ERR text it sends, None where it closes silently.
 """
 
 from __future__ import annotations
