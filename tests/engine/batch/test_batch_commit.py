@@ -1,4 +1,4 @@
-"""Applying a ``BatchCommitEntry``: the commit-time checks of server-behavior.md §4.3 (any failure
+"""Applying a ``BatchCommitEntry``: commit-time checks of docs/nats-differences.md §4 (any failure
 stores nothing) and what a successful commit stores (contiguous seqs, EOB commit header, dedupe,
 rollups, limits), on both stores."""
 

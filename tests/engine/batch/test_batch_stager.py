@@ -1,4 +1,4 @@
-"""The staging rules of ``engine.batch.BatchStager`` (server-behavior.md §4.1-4.4), as tables.
+"""The staging rules of ``engine.batch.BatchStager`` (docs/nats-differences.md §4), as tables.
 
 Each row opens whatever batches it needs, then sends one message and checks the outcome: staged,
 rejected (err_code, whether the batch was dropped, the advisory reason) or ready to commit.

@@ -1,7 +1,7 @@
 """Expiry by TTL and max_age through ``ExpireEntry(ts)``, and subject delete markers.
 
-Every timestamp is explicit: an expire entry's ts is the only clock (server-behavior.md §3.3,
-§3.4; nats-server filestore/memstore ``expireMsgs``, probed where noted).
+Every timestamp is explicit: an expire entry's ts is the only clock (docs/nats-differences.md §3;
+nats-server filestore/memstore ``expireMsgs``, probed where noted).
 """
 
 from __future__ import annotations

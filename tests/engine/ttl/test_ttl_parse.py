@@ -1,6 +1,6 @@
 """``Nats-TTL`` parsing, deadlines, the marker floor and marker headers (engine/ttl.py).
 
-Every row of server-behavior.md §3.2 (probed on nats-server 2.15.1), Go's float rounding of
+Every row of docs/nats-differences.md §3 (probed on nats-server 2.15.1), Go's float rounding of
 ``Duration.Seconds()`` and int64 wrap-around of deadlines (probed: a TTL that overflows is due at
 once), and the exact bytes of a marker's header block.
 """

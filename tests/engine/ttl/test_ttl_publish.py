@@ -1,6 +1,6 @@
 """Publishing with ``Nats-TTL``: errors 10165/10166 and where they fall in nats-server's check
 order, the stored header (kept as sent, or raised to the marker floor), and the accounting size
-of a rewritten message (server-behavior.md §3.2, §3.3, §3.4 "TTL floor", §5.4)."""
+of a rewritten message (docs/nats-differences.md §3 and its "TTL floor", §5)."""
 
 from __future__ import annotations
 
