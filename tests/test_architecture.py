@@ -1,4 +1,4 @@
-"""The layering rules of ARCHITECTURE.md, checked on the source itself."""
+"""The layering rules of docs/architecture.md, checked on the source itself."""
 
 from __future__ import annotations
 

@@ -81,7 +81,7 @@ def test_parse_duration(text: str, expected_ns: int | None) -> None:
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        # server-behavior.md §3.2, every row probed on nats-server 2.15.1
+        # docs/nats-differences.md §3, every row probed on nats-server 2.15.1
         ("never", (-1, True)),
         ("NEVER", (-1, True)),
         ("Never", (-1, True)),
