@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine import records
-from engine.filestore import FileStore
+from engine.filestore import SEGMENT_BYTES_MAX_DEFAULT, FileStore
 from engine.store import StoredMsg
 from tests.engine.store.filestore_test_records import flip_byte, msg
 
@@ -24,8 +24,10 @@ def segment_files(directory: Path) -> list[Path]:
     return sorted(directory.glob("seg-*.blk"))
 
 
-def write_store(directory: Path, seqs: range, **kwargs: int) -> None:
-    store = FileStore(directory, **kwargs)
+def write_store(
+    directory: Path, seqs: range, *, segment_bytes_max: int = SEGMENT_BYTES_MAX_DEFAULT
+) -> None:
+    store = FileStore(directory, segment_bytes_max=segment_bytes_max)
     for seq in seqs:
         store.append(msg(seq))
     store.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.stream import parse_message_ttl
+from engine.ttl import parse_message_ttl
 from protocol.goconv import parse_int64, parse_int64_as_uint64
 from protocol.timefmt import parse_go_duration
 

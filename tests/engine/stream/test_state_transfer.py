@@ -623,7 +623,7 @@ def test_a_transfer_cut_at_any_store_operation_resumes_even_after_the_leader_mov
     deleting messages the follower may have half received; the resumed transfer still ends equal.
     """
     entries = _scenario()
-    moved = [
+    moved: list[Entry] = [
         DeleteMsgEntry(T0_NS + 30, 35, True),
         DeleteMsgEntry(T0_NS + 31, 8, True),
         PublishEntry(T0_NS + 32, _msgs(4)),

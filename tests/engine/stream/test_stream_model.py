@@ -227,10 +227,10 @@ def run_ops(h: Harness, ops: list[tuple[Any, ...]], tracker: Tracker) -> None:
             state = h.stream.state()
             tracker.baseline_msgs, tracker.baseline_bytes = state.messages, state.bytes
         elif kind == "reopen":
-            before = snapshot(h.stream)
+            answers = snapshot(h.stream)
             h.reopen()  # the memory store object survives: the stream is rebuilt on it
             tracker.reopened = True
-            assert snapshot(h.stream) == before
+            assert snapshot(h.stream) == answers
             assert h.stream.applied_index == h.index
         check_against_store(h.stream, storage)
         check_limits(h.stream, tracker)
