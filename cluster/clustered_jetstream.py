@@ -41,7 +41,7 @@ from cluster.jetstream import (
     _write_atomic,
 )
 from cluster.meta_state import Assignment, MetaState, decode_meta_command, encode_meta_command
-from cluster.raft.group import NotLeaderError, RaftDriver, RaftGroup
+from cluster.raft import NotLeaderError, RaftDriver, RaftGroup
 from cluster.replicated_stream import ReplicatedStreamHost
 from cluster.router import Router, Subscription
 from cluster.routes import RouteManager
@@ -79,6 +79,7 @@ class ClusteredJetStream(JetStream):
         server_name: str,
         routes: RouteManager,
         cluster_name: str,
+        driver: RaftDriver,
         batch_limits: BatchLimits | None = None,
         apply_log: ApplyLog | None = None,
     ) -> None:
@@ -86,7 +87,7 @@ class ClusteredJetStream(JetStream):
         self.apply_log = apply_log
         self.routes = routes
         self.cluster_name = cluster_name
-        self.driver = RaftDriver(routes)
+        self.driver = driver
         self.meta_dir = store_dir / "jetstream" / "meta"
         self.meta: RaftGroup | None = None
         self.state = MetaState()
@@ -569,8 +570,8 @@ class ClusteredJetStream(JetStream):
                     "raft_group": group.group_name,
                     "term": group.term,
                     "applied_index": host.stream.applied_index,
-                    "raft_applied": group.raftLastApplied,
-                    "commit_index": group.raftCommitIndex,
+                    "raft_applied": group.last_applied,
+                    "commit_index": group.commit_index,
                     "lag": host.lag(),
                     "digest": host.stream.digest().hex(),
                     # messages only (no config, no index): equal on a mirror and its upstream

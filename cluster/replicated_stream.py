@@ -36,7 +36,7 @@ from typing import Any
 
 from cluster.apply_log import ApplyLog, ObservedStore
 from cluster.batching import BatchContext
-from cluster.raft.group import NotLeaderError, RaftDriver, RaftGroup
+from cluster.raft import NotLeaderError, RaftDriver, RaftGroup
 from cluster.router import Router
 from cluster.routes import RouteManager
 from cluster.stream_host import StreamHost, _BatchCommit, _Op
@@ -165,7 +165,7 @@ class ReplicatedStreamHost(StreamHost):
             return True
         if self.group.leader_id is None:
             return False
-        applied = int(self.group.raftLastApplied)
+        applied = int(self.group.last_applied)
         return applied >= self.group.leader_commit_index() - DIRECT_GET_LAG_MAX
 
     def refresh_subscriptions(self) -> None:
@@ -246,7 +246,7 @@ class ReplicatedStreamHost(StreamHost):
             return  # not caught up yet: Raft would refuse the transfer
         self._handed_over = True
         log.info("stream %s: handing leadership to preferred %s", self.name, self.preferred)
-        group.transferLeadership(group.nodes[self.preferred])
+        group.transfer_leadership(self.preferred)
 
     def _fail_queued(self) -> None:
         while self._queue:
@@ -391,7 +391,7 @@ class ReplicatedStreamHost(StreamHost):
         # The engine's applied index may be below ``index``: barriers and Raft no-ops after the
         # last engine entry change no state (asserting equality here failed every snapshot taken
         # after a MSG.GET barrier, so logs were never compacted under read load).
-        assert self.group.raftLastApplied >= index, (self.group.raftLastApplied, index)
+        assert self.group.last_applied >= index, (self.group.last_applied, index)
         self.store.sync()
         return {"applied_index": self.stream.applied_index, "last_seq": self.stream.last_seq}
 
@@ -487,7 +487,7 @@ class ReplicatedStreamHost(StreamHost):
 
     # --- cluster info -----------------------------------------------------------------------
     def lag(self) -> int:
-        return max(0, self.group.leader_commit_index() - int(self.group.raftLastApplied))
+        return max(0, self.group.leader_commit_index() - int(self.group.last_applied))
 
 
 def _resolve(op: _Op, result: Any) -> None:

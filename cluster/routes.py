@@ -9,6 +9,9 @@ answers the dialer's HELLO with its own, the one frame that flows back on a dial
 Carried: this node's subscription interest (sent in full when a connection comes up, then as it
 changes), messages forwarded by the router, Raft messages for every group, and catch-up frames.
 When a peer's connection drops, the interest learned from it is forgotten until it reconnects.
+``RouteManager`` is Raft's transport (cluster/raft/transport.py ``RaftTransport``): groups send
+through ``send_raft``, and RAFT frames and links coming and going reach the ``RaftInbound`` it
+is constructed with.
 
 Who may be a peer (docs/security.md):
 
@@ -47,6 +50,7 @@ import ssl
 from collections.abc import Callable
 from typing import Any, cast
 
+from cluster.raft.transport import RaftInbound
 from cluster.router import Router
 from cluster.security_config import RouteAuthConfig, TLSConfig, route_url_credentials
 from protocol.route_frames import (
@@ -70,7 +74,6 @@ ACCEPT_RETRY_DELAY_S = 0.1
 # the connection is dropped instead, and Raft and the route resynchronise when it returns
 ROUTE_PENDING_BYTES_MAX = 128 * 1024 * 1024
 
-RaftHandler = Callable[[str, str, object], None]
 CatchupHandler = Callable[[str, list[Any]], None]
 PeerHandler = Callable[[str], None]
 
@@ -230,7 +233,8 @@ class _Link(asyncio.Protocol):
         if kind == FrameKind.RAFT:
             if type(body) is not list or len(body) != 2 or type(body[0]) is not str:
                 raise FrameError("a RAFT frame is [group, message]")
-            mgr.on_raft(peer, body[0], body[1])
+            if mgr.raft is not None:  # without Raft (tests of the links alone): ignored
+                mgr.raft.on_raft(peer, body[0], body[1])
         elif kind == FrameKind.MSG:
             subject, reply, hdr, payload, plain, queues = body
             mgr.router.deliver_routed(subject, reply, hdr, payload, plain, queues)
@@ -323,8 +327,11 @@ class RouteManager:
         router: Router,
         auth: RouteAuthConfig | None = None,
         tls: TLSConfig | None = None,
+        raft: RaftInbound | None = None,
     ) -> None:
         self.auth = auth or RouteAuthConfig()
+        # given here, not set later: no RAFT frame or link event can arrive before it is known
+        self.raft = raft
         self.tls = tls
         self.name = name
         self.cluster_name = cluster_name
@@ -332,7 +339,6 @@ class RouteManager:
         self.port = port
         self.route_urls = list(route_urls)
         self.router = router
-        self.on_raft: RaftHandler = lambda _p, _g, _m: None
         self.on_catchup: CatchupHandler = lambda _p, _b: None
         self.peer_up: list[PeerHandler] = []
         self.peer_down: list[PeerHandler] = []
@@ -584,6 +590,8 @@ class RouteManager:
         for subject, queue, count, exclude in self.router.local_interest():
             link.send(FrameKind.SUB, [subject, queue, count, exclude])
         log.info("route to %s is up", peer)
+        if self.raft is not None:
+            self.raft.on_peer_up(peer)
         for cb in self.peer_up:
             cb(peer)
 
@@ -591,6 +599,8 @@ class RouteManager:
         if self._out.get(peer) is link:
             del self._out[peer]
             log.info("route to %s is down", peer)
+            if self.raft is not None:
+                self.raft.on_peer_down(peer)
             for cb in self.peer_down:
                 cb(peer)
 

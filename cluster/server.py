@@ -31,6 +31,7 @@ from cluster.client_conn import (
 from cluster.clustered_jetstream import ClusteredJetStream
 from cluster.jetstream import JetStream
 from cluster.monitor import MonitorServer
+from cluster.raft import RaftDriver
 from cluster.router import Router
 from cluster.routes import RouteManager
 from cluster.security_config import RouteAuthConfig, TLSConfig, server_ssl_context
@@ -107,6 +108,9 @@ class Server:
         self.routes: RouteManager | None = None
         self.jetstream: JetStream
         if opts.clustered:
+            # Raft first: the routes are built with it, so the first RAFT frame or link event
+            # already has its receiver; JetStream's groups then send through the routes.
+            raft = RaftDriver()
             self.routes = RouteManager(
                 self.name,
                 opts.cluster_name,
@@ -116,6 +120,7 @@ class Server:
                 self.router,
                 auth=opts.route_auth,
                 tls=opts.route_tls,
+                raft=raft,
             )
             self.jetstream = ClusteredJetStream(
                 self.router,
@@ -123,6 +128,7 @@ class Server:
                 self.name,
                 self.routes,
                 opts.cluster_name,
+                raft,
                 batch_limits=opts.batch_limits,
                 apply_log=ApplyLog(opts.apply_log, self.name) if opts.apply_log else None,
             )

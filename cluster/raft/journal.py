@@ -1,9 +1,11 @@
 """A durable Raft log for pysyncobj: checksummed records in our own versioned format, no pickle.
 
-``DurableJournal`` is a drop-in for pysyncobj's ``Journal`` (the lead installs it as a SyncObj's
-``_SyncObj__raftLog``). It keeps every entry in memory, because pysyncobj indexes and slices the log
-all the time, and mirrors it in one append-only file; memory and file size are bounded only by log
-compaction (``deleteEntriesTo``), which pysyncobj triggers and the lead configures.
+``DurableJournal`` implements pysyncobj's journal interface (the methods of its ``Journal``, with
+pysyncobj's names, which pysyncobj calls directly: cluster/raft/adapter.py installs it in place of
+pysyncobj's own; this module does not import pysyncobj). It keeps every entry in memory, because
+pysyncobj indexes and slices the log all the time, and mirrors it in one append-only file; memory
+and file size are bounded only by log compaction (``deleteEntriesTo``), which pysyncobj triggers
+and cluster/raft/group.py configures.
 
 Files, all in the journal's directory:
 
@@ -69,8 +71,6 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import Any, Final, TypeGuard, overload
 
-from pysyncobj.journal import Journal
-
 from cluster import sync_ledger
 
 log = logging.getLogger(__name__)
@@ -121,11 +121,10 @@ class JournalLockedError(JournalError):
     """Another open journal (this process or another) holds the directory."""
 
 
-class DurableJournal(Journal):  # type: ignore[misc]  # pysyncobj is untyped
+class DurableJournal:
     """pysyncobj's ``Journal`` interface over ``raft.log`` + ``meta.json`` in ``path``."""
 
     def __init__(self, path: Path) -> None:
-        super().__init__()
         self._dir = Path(path)
         self._dir.mkdir(parents=True, exist_ok=True)
         self._log_path = self._dir / LOG_FILE_NAME

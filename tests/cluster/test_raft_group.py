@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
-from pysyncobj.node import Node
-
-from cluster.raft.group import RaftDriver, _GroupTransport
-from cluster.raft.journal import DurableJournal
+from cluster.raft.adapter import _GroupTransport
+from cluster.raft.group import RaftGroup
+from cluster.raft.journal import LOG_FILE_NAME, DurableJournal
 
 
 class _Routes:
@@ -20,6 +18,9 @@ class _Routes:
         self.sent.append((peer, group, message))
         return True
 
+    def connected(self, _peer: str) -> bool:
+        return False
+
 
 class _Driver:
     def __init__(self) -> None:
@@ -29,14 +30,24 @@ class _Driver:
         self.sync_requests.append(name)
 
 
+class _Peer:
+    """What the adapter's transport reads of pysyncobj's Node: its id."""
+
+    def __init__(self, node_id: str) -> None:
+        self.id = node_id
+
+
+def _no_apply(_index: int, _payload: bytes) -> None:
+    return None
+
+
 def test_append_reply_waits_for_fsync(tmp_path: Path) -> None:
     routes, driver = _Routes(), _Driver()
     journal = DurableJournal(tmp_path / "j")
     journal.add(b"\x01", 1, 0)
     journal.sync()
-    transport = _GroupTransport("S.X", routes, driver)  # type: ignore[arg-type]
-    transport.journal = journal
-    leader = Node("n1")
+    transport = _GroupTransport("S.X", routes, journal, lambda: driver.request_sync("S.X"))
+    leader = _Peer("n1")
     ack = {"type": "next_node_idx", "next_node_idx": 3, "reset": False, "success": True}
 
     journal.add(b"\x00entry", 2, 1)  # an append from the leader, not yet on disk
@@ -46,7 +57,8 @@ def test_append_reply_waits_for_fsync(tmp_path: Path) -> None:
     transport.send(leader, {"type": "next_node_idx", "success": False, "reset": True})
     assert len(routes.sent) == 1
 
-    RaftDriver._sync(SimpleNamespace(journal=journal, transport_=transport))  # type: ignore[arg-type]
+    journal.sync(commit_index=False)  # what RaftGroup.sync does before every tick and after it
+    transport.release_held()
     assert not journal.dirty
     assert routes.sent[-1] == ("n1", "S.X", ack)
 
@@ -61,17 +73,10 @@ def test_a_snapshot_chunk_never_commits_the_followers_unverified_entries(tmp_pat
     that were never committed; the new leader, having compacted past them, sent a snapshot, and
     pysyncobj raised the follower's commit index from that message alone, so the replica applied
     the deposed leader's entries and diverged."""
-    from cluster.raft.group import RaftGroup, deliver
 
     def make(name: str) -> RaftGroup:
         return RaftGroup(
-            "S.X",
-            "n1",
-            ["n1", "n2", "n3"],
-            tmp_path / name,
-            _Routes(),  # type: ignore[arg-type]
-            _Driver(),  # type: ignore[arg-type]
-            lambda _i, _p: None,
+            "S.X", "n1", ["n1", "n2", "n3"], tmp_path / name, _Routes(), _Driver(), _no_apply
         )
 
     snapshot_chunk = {"type": "append_entries", "term": 5, "commit_index": 40, "serialized": None}
@@ -79,13 +84,13 @@ def test_a_snapshot_chunk_never_commits_the_followers_unverified_entries(tmp_pat
         group = make(name)
         for idx in range(2, 7):  # the deposed leader's own entries, term 4, never committed
             group.journal.add(b"\x00divergent", idx, 4)
-        assert group.raftCommitIndex == 1
+        assert group.commit_index == 1
         if fixed:
-            deliver(group, group.nodes["n2"], dict(snapshot_chunk))
-            assert group.raftCommitIndex == 1
+            group.receive("n2", dict(snapshot_chunk))
+            assert group.commit_index == 1
         else:  # what pysyncobj does on its own: the bug this guards against
-            group.transport_.deliver(group.nodes["n2"], dict(snapshot_chunk))
-            assert group.raftCommitIndex == 6
+            group.core.receive("n2", dict(snapshot_chunk))
+            assert group.commit_index == 6
         group.close()
 
 
@@ -97,7 +102,7 @@ async def test_a_deposed_leader_fails_its_queued_proposals_instead_of_forwarding
     the same publish was stored twice. Stream groups refuse; the meta group may forward."""
     import pytest
 
-    from cluster.raft.group import NotLeaderError, RaftGroup
+    from cluster.raft import NotLeaderError
 
     for name, forward in (("stream", False), ("meta", True)):
         routes = _Routes()
@@ -106,14 +111,14 @@ async def test_a_deposed_leader_fails_its_queued_proposals_instead_of_forwarding
             "n1",
             ["n1", "n2", "n3"],
             tmp_path / name,
-            routes,  # type: ignore[arg-type]
-            _Driver(),  # type: ignore[arg-type]
-            lambda _i, _p: None,
+            routes,
+            _Driver(),
+            _no_apply,
             forward_proposals=forward,
         )
-        group._SyncObj__raftLeader = group.nodes["n2"]  # a follower that knows the new leader
+        group.core.follow("n2")  # a follower that knows the new leader
         future = group.propose(b"publish")
-        group._checkCommandsToApply()
+        group.core.check_proposals()
         forwarded = [m for _peer, _g, m in routes.sent if m.get("type") == "apply_command"]
         if forward:
             assert len(forwarded) == 1 and not future.done()
@@ -130,18 +135,10 @@ def test_a_node_whose_journal_lost_synced_entries_does_not_vote_until_caught_up(
     """The Jepsen NATS 2.12.1 scenario: a node whose disk lost entries it had acknowledged votes
     for a candidate that lacks them, and a committed write is lost. Such a node abstains (no
     vote, no campaign) until a leader has brought its commit index up to the leader's."""
-    from cluster.raft.group import RaftGroup, deliver
-    from cluster.raft.journal import LOG_FILE_NAME
 
     def make(routes: _Routes) -> RaftGroup:
         return RaftGroup(
-            "S.X",
-            "n1",
-            ["n1", "n2", "n3"],
-            tmp_path / "g",
-            routes,  # type: ignore[arg-type]
-            _Driver(),  # type: ignore[arg-type]
-            lambda _i, _p: None,
+            "S.X", "n1", ["n1", "n2", "n3"], tmp_path / "g", routes, _Driver(), _no_apply
         )
 
     group = make(_Routes())
@@ -160,7 +157,7 @@ def test_a_node_whose_journal_lost_synced_entries_does_not_vote_until_caught_up(
     last_idx = group.journal[-1][1]
     assert last_idx < 7
     vote = {"type": "request_vote", "term": 2, "last_log_index": last_idx, "last_log_term": 1}
-    deliver(group, group.nodes["n2"], dict(vote))
+    group.receive("n2", dict(vote))
     assert not [m for _p, _g, m in routes.sent if m.get("type") == "response_vote"]
     # the leader (term 2) sends what is missing, with its commit index: caught up, votes again
     missing = [(b"\x00entry-%d" % i, i, 1) for i in range(last_idx + 1, 8)]
@@ -172,9 +169,9 @@ def test_a_node_whose_journal_lost_synced_entries_does_not_vote_until_caught_up(
         "prevLogTerm": 1,
         "entries": missing,
     }
-    deliver(group, group.nodes["n2"], append)
-    assert group.raftCommitIndex == 7 and not group.abstaining
+    group.receive("n2", append)
+    assert group.commit_index == 7 and not group.abstaining
     vote3 = {"type": "request_vote", "term": 3, "last_log_index": 7, "last_log_term": 1}
-    deliver(group, group.nodes["n3"], vote3)
+    group.receive("n3", vote3)
     assert [m for _p, _g, m in routes.sent if m.get("type") == "response_vote"]
     group.close()

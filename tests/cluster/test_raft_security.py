@@ -13,18 +13,17 @@ import asyncio
 import json
 import logging
 import pickle
-import queue
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
-from pysyncobj.node import Node
 
-from cluster.raft import group as raft_group
 from cluster.clustered_jetstream import META_GROUP
-from cluster.raft.group import RaftDriver, RaftGroup, _GroupTransport
+from cluster.raft import RaftDriver, RaftGroup
+from cluster.raft import group as raft_group
+from cluster.raft.adapter import _GroupTransport
 from cluster.raft.journal import DurableJournal
 from protocol.raft_messages import RAFT_VALUE_MAX, RaftMessageError
 from protocol.route_frames import ROUTE_PROTOCOL_VERSION, FrameKind, encode_frame
@@ -217,7 +216,7 @@ async def test_a_non_integer_commit_index_is_refused(
     await _refused(cluster, caplog, [raft_frame(bad)], "commit_index")
     bad["commit_index"] = True  # a bool is not an index either
     await _refused(cluster, caplog, [raft_frame(bad)], "commit_index")
-    assert type(meta.raftCommitIndex) is int
+    assert type(meta.commit_index) is int
     assert type(meta.journal.getRaftCommitIndex()) is int
     await _cluster_still_serves(cluster, "AFTERZZ")
 
@@ -266,13 +265,10 @@ async def test_an_entry_larger_than_the_append_limit_replicates_whole(
 
 
 class _Routes:
-    """Stands in for RouteManager: records what a group sends."""
+    """Stands in for RouteManager (a RaftTransport): records what a group sends."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, str, dict[str, Any]]] = []
-        self.on_raft: Callable[[str, str, object], None] | None = None
-        self.peer_up: list[Callable[[str], None]] = []
-        self.peer_down: list[Callable[[str], None]] = []
 
     def send_raft(self, peer: str, group: str, message: dict[str, Any]) -> bool:
         self.sent.append((peer, group, message))
@@ -288,9 +284,8 @@ def test_transmission_chunks_become_one_whole_append(tmp_path: Path) -> None:
     journal.add(b"\x01", 1, 1)
     big = b"\x00" + b"x" * 100
     journal.add(big, 2, 3)
-    transport = _GroupTransport("S.X", routes, None)  # type: ignore[arg-type]
-    transport.journal = journal
-    node = Node("n2")
+    transport = _GroupTransport("S.X", routes, journal, lambda: None)
+    node = _Peer("n2")
     base = {"type": "append_entries", "term": 3, "commit_index": 1}
     base |= {"prevLogIdx": 1, "prevLogTerm": 1}
     pickled = pickle.dumps((big, 2, 3))
@@ -307,8 +302,8 @@ def _group(tmp_path: Path, routes: _Routes, name: str, **kwargs: Any) -> RaftGro
         "n1",
         ["n1", "n2", "n3"],
         tmp_path / name,
-        routes,  # type: ignore[arg-type]
-        _Sync(),  # type: ignore[arg-type]
+        routes,
+        _Sync(),
         lambda _i, _p: None,
         **kwargs,
     )
@@ -319,19 +314,16 @@ class _Sync:
         pass
 
 
-def _queued(group: RaftGroup) -> list[Any]:
-    """The proposals waiting for the group's next tick (drained)."""
-    out = []
-    while True:
-        try:
-            out.append(group._SyncObj__commandsQueue.get_nowait())
-        except queue.Empty:
-            return out
+class _Peer:
+    """What the adapter's transport reads of pysyncobj's Node: its id."""
+
+    def __init__(self, node_id: str) -> None:
+        self.id = node_id
 
 
 async def test_only_the_meta_group_takes_proposals_forwarded_by_a_peer(tmp_path: Path) -> None:
     routes = _Routes()
-    driver = RaftDriver(routes)  # type: ignore[arg-type]
+    driver = RaftDriver()
     stream = _group(tmp_path, routes, "S.X")
     meta = _group(tmp_path, routes, "META", forward_proposals=True)
     driver.add(stream)
@@ -339,11 +331,11 @@ async def test_only_the_meta_group_takes_proposals_forwarded_by_a_peer(tmp_path:
     try:
         forwarded = {"type": "apply_command", "command": b"\x00publish", "request_id": 1}
         for group in (stream, meta):
-            driver._on_raft("n2", group.group_name, dict(forwarded))
-        assert _queued(stream) == []
-        assert _queued(meta) == [(b"\x00publish", (meta.nodes["n2"], 1))]
+            driver.on_raft("n2", group.group_name, dict(forwarded))
+        assert stream.core.drain_proposals() == []
+        assert meta.core.drain_proposals() == [(b"\x00publish", ("n2", 1))]
         with pytest.raises(RaftMessageError):  # unknown groups are checked too
-            driver._on_raft("n2", "NOPE", {"type": "apply_command", "command": b"\x02x"})
+            driver.on_raft("n2", "NOPE", {"type": "apply_command", "command": b"\x02x"})
     finally:
         await driver.close()
 
@@ -362,7 +354,7 @@ def _snapshot_doc(group: str, last: int, term: int) -> bytes:
 
 async def test_a_snapshot_is_checked_whole_before_it_is_installed(tmp_path: Path) -> None:
     routes = _Routes()
-    driver = RaftDriver(routes)  # type: ignore[arg-type]
+    driver = RaftDriver()
     restored: list[tuple[int, dict[str, Any]]] = []
     group = _group(tmp_path, routes, "S.X", restore_fn=lambda i, s: restored.append((i, s)))
     driver.add(group)
@@ -386,17 +378,17 @@ async def test_a_snapshot_is_checked_whole_before_it_is_installed(tmp_path: Path
         for raw in bad_docs:
             messages = chunks(raw)
             for message in messages[:-1]:
-                driver._on_raft("n2", "S.X", message)
+                driver.on_raft("n2", "S.X", message)
             with pytest.raises(RaftMessageError, match="snapshot"):
-                driver._on_raft("n2", "S.X", messages[-1])
+                driver.on_raft("n2", "S.X", messages[-1])
             # pysyncobj still holds the refused transfer's file open: a stray "last" chunk (a new
             # link) must not complete and install it
-            driver._on_raft("n2", "S.X", {**messages[-1], "serialized": [b"}", False, True]})
+            driver.on_raft("n2", "S.X", {**messages[-1], "serialized": [b"}", False, True]})
             assert not group.snapshot_path.exists() and restored == []
             assert group.last_log_index == 1
 
         for message in chunks(_snapshot_doc("S.X", 40, 2)):
-            driver._on_raft("n2", "S.X", message)
+            driver.on_raft("n2", "S.X", message)
         assert restored == [(40, {"applied_index": 40})]
         assert group.last_log_index == 40 and group.snapshot_path.exists()
     finally:
@@ -405,19 +397,19 @@ async def test_a_snapshot_is_checked_whole_before_it_is_installed(tmp_path: Path
 
 async def test_a_leader_ignores_an_append_reply_beyond_its_log(tmp_path: Path) -> None:
     routes = _Routes()
-    driver = RaftDriver(routes)  # type: ignore[arg-type]
+    driver = RaftDriver()
     group = _group(tmp_path, routes, "S.X")
     driver.add(group)
     try:
-        group._SyncObj__onBecomeLeader()
+        group.core.become_leader()
         assert group.is_leader
         last = group.last_log_index
         for next_index in (last + 2, RAFT_VALUE_MAX):
             reply = {"type": "next_node_idx", "next_node_idx": next_index}
-            driver._on_raft("n2", "S.X", reply | {"reset": False, "success": True})
+            driver.on_raft("n2", "S.X", reply | {"reset": False, "success": True})
             assert group.peer_progress()["n2"][0] == 0
         reply = {"type": "next_node_idx", "next_node_idx": last + 1}
-        driver._on_raft("n2", "S.X", reply | {"reset": False, "success": True})
+        driver.on_raft("n2", "S.X", reply | {"reset": False, "success": True})
         assert group.peer_progress()["n2"][0] == last
     finally:
         await driver.close()
@@ -429,11 +421,11 @@ async def test_pysyncobjs_own_unpickling_stays_unreachable(tmp_path: Path) -> No
     routes = _Routes()
     group = _group(tmp_path, routes, "S.X")
     try:
-        assert group._SyncObj__conf.dynamicMembershipChange is False
+        assert group.core.dynamic_membership is False
         proof = tmp_path / "PROOF"
         payload = pickle.dumps(_CreateFile(proof))
         for command_type in (b"\x02", b"\x03"):  # MEMBERSHIP, VERSION
-            assert group._SyncObj__doApplyCommand(command_type + payload) is None
+            assert group.core.apply_log_command(command_type + payload) is None
         assert not proof.exists()
     finally:
         group.close()
