@@ -1,6 +1,6 @@
 """Stream extensions: behaviour that packages above cluster/ attach to stream hosts.
 
-cluster/ must not import upward (ARCHITECTURE.md), yet a mirror stream (mirror/) lives in a host
+cluster/ never imports upward (docs/architecture.md), yet a mirror stream (mirror/) lives in a host
 that cluster/ opens. The host therefore offers attachment points, and packages register
 attachers under the ``jetraft.stream_extensions`` entry point group (as ``jetraft.commands`` does
 for the CLI): every host the node opens, on any node, is offered to each attacher, which returns
