@@ -1,13 +1,13 @@
 """The fast checkers of a chaos run: pure functions from (history, node logs, run) to a verdict.
 
-Inputs (the run directory contract of issue 6): ``history`` — the operations of
-``RUN/history.jsonl`` (see ``jepsen_like.history`` and ``jepsen_like.workloads`` for their
-values); ``node_logs`` — ``{node: rows of RUN/nodes/<node>/log.jsonl}``, each row
-``{"node", "stream", "index", "term", "op", "seq", "subject", "id", "batch", "ts_ns",
-"applied_ns"}`` in the order the node applied them, ``index`` being the stream's Raft log index
-(the same entry has the same index on every node); ``run`` — ``RUN/run.json``. Empty
-``node_logs`` (a nats-server calibration run) skips every check that needs them, and the verdict
-says so under ``skipped``.
+Inputs (the run directory contract of issue 6, whose names are ``jepsen_like.contract``'s):
+``history`` — the operations of ``RUN/history.jsonl`` (see ``jepsen_like.history`` and
+``jepsen_like.workloads`` for their values); ``node_logs`` — ``{node: rows of
+RUN/nodes/<node>/log.jsonl}``, each row ``{"node", "stream", "index", "term", "op", "seq",
+"subject", "id", "batch", "ts_ns", "applied_ns"}`` in the order the node applied them, ``index``
+being the stream's Raft log index (the same entry has the same index on every node); ``run`` —
+``RUN/run.json``. Empty ``node_logs`` (a nats-server calibration run) skips every check that needs
+them, and the verdict says so under ``skipped``.
 
 Words used below. A *write* is a message a publish or a batch tried to store, known by its
 unique ``id``. It is *acked* when its op completed ``ok`` (its seq is ``value.seq``, or
@@ -82,6 +82,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from jepsen_like.contract import (
+    BATCH,
+    CLOCK_NEMESIS,
+    EXPIRE,
+    FAIL,
+    HISTORY_FILE,
+    INFO,
+    LOG_FILE,
+    MARKER,
+    MSG_GET,
+    NODES_DIR,
+    OK,
+    OPEN,
+    PUBLISH,
+    PURGE,
+    READ_ALL,
+    READ_FS,
+    REASON_TRANSFER,
+    REMOVAL_OPS,
+    RUN_FILE,
+    SEQ_OPS,
+    STORE,
+)
 from jepsen_like.history import load_jsonl, pair, problems
 
 Op = dict[str, Any]
@@ -93,13 +116,10 @@ MAX_CITED: Final = 20
 MAX_ANOMALIES_PER_TYPE: Final = 100
 MAX_LISTED_SEQS: Final = 50
 EXPIRE_SLACK_NS: Final = 50_000_000  # a read this long after every replica removed the seq
-REMOVAL_OPS: Final = frozenset({"expire", "delete", "purge"})
-SEQ_OPS: Final = frozenset({"store", "marker"})  # rows that take a new stream sequence
-TRANSFER: Final = "transfer"  # ``reason`` of rows a state transfer wrote (a diff, not entries)
-WRITE_FS: Final = frozenset({"publish", "batch"})
-READ_FS: Final = frozenset({"direct_get", "msg_get"})
-CLOCK_NEMESIS: Final = "clock"
-MARKER: Final = "<marker>"  # the value of a stored subject delete marker (it has no id)
+PENDING: Final = "pending"  # a write's status while its op never completed (not a history type)
+MARKER_VALUE: Final = "<marker>"  # what a stored subject delete marker holds (it has no id)
+# where an observation of a stored message came from, when it was a history op (else a node)
+READ_OPS: Final = (*READ_FS, READ_ALL)
 
 ANOMALY_TYPES: Final = (
     "malformed-history",
@@ -133,19 +153,19 @@ def load_run(path: Path) -> RunData:
 
     ``node_logs`` is empty when no node has a log.jsonl (nats-server); once one has, every node
     directory is listed (a node without the file has logged nothing)."""
-    history, bad = load_jsonl(path / "history.jsonl")
-    unparsed = {"history.jsonl": bad} if bad else {}
+    history, bad = load_jsonl(path / HISTORY_FILE)
+    unparsed = {HISTORY_FILE: bad} if bad else {}
     node_logs: dict[str, list[Row]] = {}
-    nodes_dir = path / "nodes"
+    nodes_dir = path / NODES_DIR
     node_dirs = sorted(p for p in nodes_dir.iterdir() if p.is_dir()) if nodes_dir.is_dir() else []
-    if any((d / "log.jsonl").exists() for d in node_dirs):
+    if any((d / LOG_FILE).exists() for d in node_dirs):
         for d in node_dirs:
-            log = d / "log.jsonl"
+            log = d / LOG_FILE
             rows, bad = load_jsonl(log) if log.exists() else ([], 0)
             node_logs[d.name] = rows
             if bad:
-                unparsed[f"nodes/{d.name}/log.jsonl"] = bad
-    run_file = path / "run.json"
+                unparsed[f"{NODES_DIR}/{d.name}/{LOG_FILE}"] = bad
+    run_file = path / RUN_FILE
     run = json.loads(run_file.read_text()) if run_file.exists() else {}
     return RunData(history, node_logs, run if isinstance(run, dict) else {}, unparsed)
 
@@ -186,7 +206,7 @@ class Write:
 
     @property
     def acked(self) -> bool:
-        return self.status == "ok" and self.seq is not None
+        return self.status == OK and self.seq is not None
 
     @property
     def done(self) -> int:
@@ -308,9 +328,9 @@ class Facts:
                     self.position[id(row)] = i
                     if row.get("seq") is not None:
                         by_seq[row["seq"]].append(row)
-                    elif row["op"] == "purge":
+                    elif row["op"] == PURGE:
                         purges.append(row)
-                    if row["op"] == "store" and row.get("reason") != TRANSFER:
+                    if row["op"] == STORE and row.get("reason") != REASON_TRANSFER:
                         key = row.get("batch") or (row.get("id") or "").rpartition(".")[0]
                         if key:
                             batches[key].append(row)
@@ -323,7 +343,7 @@ class Facts:
             for replay in by_node.values():
                 for seq, row in replay.removals:
                     # a state transfer's removal only mirrors the leader's: not a cause
-                    if row.get("reason") != TRANSFER:
+                    if row.get("reason") != REASON_TRANSFER:
                         self.removed[(stream, seq)].append(row)
 
     def _add(self, invoke: Op, completion: Op | None) -> None:
@@ -332,11 +352,11 @@ class Facts:
             return
         stream = value["stream"]
         self.streams.add(stream)
-        status = "pending" if completion is None else str(completion.get("type"))
+        status = PENDING if completion is None else str(completion.get("type"))
         done = completion.get("value") if completion is not None else None
         done = done if isinstance(done, dict) else {}
-        if f == "publish" and isinstance(value.get("id"), str):
-            seq = done.get("seq") if status == "ok" else None
+        if f == PUBLISH and isinstance(value.get("id"), str):
+            seq = done.get("seq") if status == OK else None
             self.writes[value["id"]] = Write(
                 id=value["id"],
                 stream=stream,
@@ -348,12 +368,12 @@ class Facts:
                 ttl=value.get("ttl"),
                 expected=value.get("expected_last_subject_seq"),
             )
-        elif f == "batch" and isinstance(value.get("ids"), list):
+        elif f == BATCH and isinstance(value.get("ids"), list):
             ids = [str(i) for i in value["ids"]]
-            seqs = done.get("seqs") if status == "ok" else None
+            seqs = done.get("seqs") if status == OK else None
             seqs = [int(s) for s in seqs] if isinstance(seqs, list) else None
             batch_id = str(value.get("batch"))
-            count = done.get("count") if status == "ok" else None
+            count = done.get("count") if status == OK else None
             self.batches[batch_id] = Batch(
                 batch_id, stream, ids, status, invoke, completion, count, seqs
             )
@@ -363,21 +383,21 @@ class Facts:
                     id=msg_id,
                     stream=stream,
                     subject=value.get("subject"),
-                    status=status if status != "ok" or seq is not None else "info",
+                    status=status if status != OK or seq is not None else INFO,
                     invoke=invoke,
                     completion=completion,
                     seq=seq,
                     batch=batch_id,
                     abandoned=bool(done.get("abandoned")),
                 )
-        elif f in READ_FS and completion is not None and status == "ok":
+        elif f in READ_FS and completion is not None and status == OK:
             request = value.get("request")
             self.reads.append(
                 Read(
                     str(f), stream, request if isinstance(request, dict) else {}, invoke, completion
                 )
             )
-        elif f == "read_all" and completion is not None and status == "ok":
+        elif f == READ_ALL and completion is not None and status == OK:
             self.final_reads[stream].append(
                 FinalRead(
                     op=completion,
@@ -425,7 +445,7 @@ class Facts:
         rows = [
             r
             for r in self.removed.get((write.stream, seq), [])
-            if r["op"] != "expire" or write.ttl is not None
+            if r["op"] != EXPIRE or write.ttl is not None
         ]
         if rows:
             return rows
@@ -444,7 +464,7 @@ class Facts:
         reads, found reads, and store/marker rows of every node."""
         for fr in self.final_reads.get(stream, []):
             for seq, m in fr.found.items():
-                yield seq, m.get("id"), "read_all", fr.op
+                yield seq, m.get("id"), READ_ALL, fr.op
         for r in self.reads:
             if r.stream == stream and r.found and r.seq is not None:
                 yield r.seq, r.id, r.f, r.completion
@@ -475,7 +495,7 @@ def without_rolled_back(rows: list[Row]) -> list[Row]:
     their outcome by state transfer)."""
     kept: list[Row] = []
     for row in rows:
-        if row["op"] == "open":
+        if row["op"] == OPEN:
             reopened_at = row["index"]
             kept = [r for r in kept if r["index"] <= reopened_at]
         kept.append(row)
@@ -497,7 +517,7 @@ def _replay(rows: list[Row], upto_index: int | None = None) -> NodeReplay:
         if op in SEQ_OPS and seq is not None:
             final[seq] = row
         elif op in REMOVAL_OPS:
-            if seq is None and op == "purge":
+            if seq is None and op == PURGE:
                 through = row.get("through")
                 gone = [s for s in final if not isinstance(through, int) or s <= through]
                 for s in gone:
@@ -516,16 +536,16 @@ def _purges(row: Row, seq: int) -> bool:
 
 
 def _value(row: Row | None) -> str | None:
-    """What a stored row holds, for comparing replicas: the id, or MARKER."""
+    """What a stored row holds, for comparing replicas: the id, or MARKER_VALUE."""
     if row is None:
         return None
-    return MARKER if row["op"] == "marker" else (row.get("id") or f"<seq {row['seq']} no id>")
+    return MARKER_VALUE if row["op"] == MARKER else (row.get("id") or f"<seq {row['seq']} no id>")
 
 
 def _cite(op: Op) -> Op:
     """An op without the bulk of a read_all's value."""
     value = op.get("value")
-    if op.get("f") == "read_all" and isinstance(value, dict):
+    if op.get("f") == READ_ALL and isinstance(value, dict):
         value = {k: v for k, v in value.items() if k not in ("messages", "missing", "unknown")}
         return {**op, "value": value}
     return op
@@ -567,7 +587,7 @@ def _no_final_read(fx: Facts) -> list[Anomaly]:
                 op
                 for inv, op in fx.pairs
                 if op is not None
-                and inv.get("f") == "read_all"
+                and inv.get("f") == READ_ALL
                 and isinstance(inv.get("value"), dict)
                 and inv["value"].get("stream") == stream
             ]
@@ -601,7 +621,7 @@ def _lost(fx: Facts, stats: dict[str, Any] | None = None) -> list[Anomaly]:
         if rows is not None:
             excused += 1
             continue
-        expired_no_ttl = [r for r in fx.removed.get((w.stream, w.seq), []) if r["op"] == "expire"]
+        expired_no_ttl = [r for r in fx.removed.get((w.stream, w.seq), []) if r["op"] == EXPIRE]
         detail = {
             "id": w.id,
             "stream": w.stream,
@@ -642,8 +662,8 @@ def _ack_mismatch(fx: Facts) -> list[Anomaly]:
             "acked_seq": w.seq,
             "seen": [{"seq": s, "id": i, "where": where} for s, i, where, _ in seen][:MAX_CITED],
         }
-        ops = w.ops() + [ev for _, _, where, ev in seen if where in READ_FS | {"read_all"}]
-        rows = [ev for _, _, where, ev in seen if where not in READ_FS | {"read_all"}]
+        ops = w.ops() + [ev for _, _, where, ev in seen if where in READ_OPS]
+        rows = [ev for _, _, where, ev in seen if where not in READ_OPS]
         out.append(_anomaly("ack-mismatch", detail, ops, rows))
     return out
 
@@ -655,7 +675,7 @@ def _unexpected(fx: Facts) -> list[Anomaly]:
             if msg_id is None:
                 continue
             w = fx.writes.get(msg_id)
-            if w is None or w.status == "fail":
+            if w is None or w.status == FAIL:
                 seen[(stream, msg_id)].append((seq, where, ev))
     out = []
     for (stream, msg_id), where_seen in seen.items():
@@ -667,10 +687,8 @@ def _unexpected(fx: Facts) -> list[Anomaly]:
             "reason": reason,
             "seen": sorted({f"{where}@{seq}" for seq, where, _ in where_seen})[:MAX_CITED],
         }
-        ops = (w.ops() if w else []) + [
-            ev for _, where, ev in where_seen if where in READ_FS | {"read_all"}
-        ]
-        rows = [ev for _, where, ev in where_seen if where not in READ_FS | {"read_all"}]
+        ops = (w.ops() if w else []) + [ev for _, where, ev in where_seen if where in READ_OPS]
+        rows = [ev for _, where, ev in where_seen if where not in READ_OPS]
         out.append(_anomaly("unexpected", detail, ops, rows))
     return out
 
@@ -753,7 +771,7 @@ def _partial_batches(fx: Facts) -> list[Anomaly]:
     out = []
     for b in fx.batches.values():
         ops = [b.invoke] + ([b.completion] if b.completion else [])
-        if b.status == "ok" and (
+        if b.status == OK and (
             b.count != len(b.ids) or b.seqs is None or len(b.seqs) != len(b.ids)
         ):
             detail = {
@@ -854,7 +872,7 @@ def _non_contiguous(fx: Facts) -> list[Anomaly]:
                 if key in seen:
                     continue
                 seen.add(key)
-                if row.get("reason") == TRANSFER:
+                if row.get("reason") == REASON_TRANSFER:
                     resync = True
                     if row["op"] in SEQ_OPS:
                         last = max(last, row["seq"])
@@ -893,7 +911,7 @@ def _store_index(fx: Facts) -> dict[tuple[str, str], int]:
     for stream, by_node in fx.log_streams.items():
         for rows in by_node.values():
             for row in rows:
-                if row["op"] == "store" and row.get("id"):
+                if row["op"] == STORE and row.get("id"):
                     key = (stream, row["id"])
                     index[key] = min(index.get(key, row["index"]), row["index"])
     return index
@@ -914,7 +932,7 @@ def _expired_readable(fx: Facts, skipped: list[dict[str, str]] | None = None) ->
         removal_index[key] = (first["index"], first)
     floor: dict[str, tuple[int, Write]] = {}
     reads = sorted(
-        (r for r in fx.reads if r.f == "msg_get" and r.found), key=lambda r: r.invoke["index"]
+        (r for r in fx.reads if r.f == MSG_GET and r.found), key=lambda r: r.invoke["index"]
     )
     k = 0
     flagged: set[int] = set()
@@ -1017,7 +1035,7 @@ def _stale_reads(fx: Facts) -> list[Anomaly]:
         latest_of[key] = running
     out = []
     for r in fx.reads:
-        if r.f != "msg_get":
+        if r.f != MSG_GET:
             continue
         began = int(r.invoke["index"])
         if "seq" in r.request:
@@ -1242,10 +1260,8 @@ def _stats(fx: Facts) -> dict[str, Any]:
         "by_f_type": dict(sorted(ops.items())),
         "writes": len(fx.writes),
         "acked_writes": len(acked),
-        "failed_writes": sum(1 for w in fx.writes.values() if w.status == "fail"),
-        "indeterminate_writes": sum(
-            1 for w in fx.writes.values() if w.status in ("info", "pending")
-        ),
+        "failed_writes": sum(1 for w in fx.writes.values() if w.status == FAIL),
+        "indeterminate_writes": sum(1 for w in fx.writes.values() if w.status in (INFO, PENDING)),
         "batches": len(fx.batches),
         "reads": len(fx.reads),
         "final_reads": {s: len(frs) for s, frs in sorted(fx.final_reads.items())},

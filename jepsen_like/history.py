@@ -12,6 +12,7 @@ completion has a lower index than another op's invoke finished before that op be
 ``applied_ns`` because every process runs on the same machine (unless a clock nemesis skews a
 node).
 
+The names of that record (keys, types, the nemesis process) are ``jepsen_like.contract``'s.
 This module writes and reads histories and pairs invokes with completions; it must never
 interpret operations (that is the checker's job) or touch the network.
 """
@@ -24,14 +25,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Final, Literal
+from typing import IO, Any, Literal
+
+from jepsen_like.contract import COMPLETION_TYPES as COMPLETION_TYPES
+from jepsen_like.contract import INVOKE
+from jepsen_like.contract import NEMESIS_PROCESS as NEMESIS_PROCESS
+from jepsen_like.contract import OP_KEYS as OP_KEYS
+from jepsen_like.contract import OP_TYPES as OP_TYPES
 
 Process = int | str
-CompletionType = Literal["ok", "fail", "info"]
-COMPLETION_TYPES: Final = frozenset({"ok", "fail", "info"})
-OP_TYPES: Final = COMPLETION_TYPES | {"invoke"}
-NEMESIS_PROCESS: Final = "nemesis"
-OP_KEYS: Final = ("index", "time_ns", "process", "node", "type", "f", "value")
+CompletionType = Literal["ok", "fail", "info"]  # contract.COMPLETION_TYPES, as a type
 
 
 class HistoryError(ValueError):
@@ -62,7 +65,7 @@ class History:
             raise HistoryError(
                 f"process {process!r} invokes {f!r} while op {self._busy[process]} is outstanding"
             )
-        op = self._write(process, node, "invoke", f, value)
+        op = self._write(process, node, INVOKE, f, value)
         self._pending[op["index"]] = op
         self._busy[process] = op["index"]
         return int(op["index"])
@@ -186,7 +189,7 @@ def pair(
     open_by_process: dict[Any, int] = {}
     for op in history:
         process = _hashable(op.get("process"))
-        if op.get("type") == "invoke":
+        if op.get("type") == INVOKE:
             open_by_process[process] = len(pairs)
             pairs.append((op, None))
         elif process in open_by_process:
@@ -216,7 +219,7 @@ def problems(history: Iterable[dict[str, Any]]) -> list[str]:
         kind = op["type"]
         if kind not in OP_TYPES:
             found.append(f"op {index} has type {kind!r}")
-        elif kind == "invoke":
+        elif kind == INVOKE:
             if process in outstanding:
                 found.append(
                     f"op {index}: process {op['process']!r} invokes while op "

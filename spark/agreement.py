@@ -41,12 +41,12 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import TYPE_CHECKING, Any, Final
 
+from spark.contract import ENTRY, OPEN, REPLAY_OPS, TRANSFER
 from spark.load import collect_findings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-REPLAY_OPS: Final = ("open", "entry", "transfer")
 SEED_OP: Final = "seed"
 # sort key of a row within its line: seeds (sub = their index) come before the row they serve
 ROW_SUB: Final = 1 << 62
@@ -104,14 +104,14 @@ def replay_node(
             continue
         line, index, reported = int(row["line"]), int(row["index"]), str(row["digest"])
         error: str | None = None
-        if op == "open" and index == 0:
+        if op == OPEN and index == 0:
             try:
                 st.stream = _fresh(row["config"], int(row["created_ns"]))
                 st.base = (row["config"], int(row["created_ns"]))
                 st.seeded = False
             except Exception as exc:  # a config the engine rejects: the node is not replayable
                 st.stream, error = None, f"open: {_describe(exc)}"
-        elif op in ("open", "transfer"):
+        elif op in (OPEN, TRANSFER):
             if st.stream is not None and st.stream.applied_index != index:
                 error = (
                     f"{op} at index {index}: the logs hold entries only through "
@@ -120,7 +120,7 @@ def replay_node(
                 st.stream = None
             elif st.stream is None and error is None:
                 error = f"{op} at index {index}: no replayable state to continue from"
-        elif op == "entry" and st.stream is not None:
+        elif op == ENTRY and st.stream is not None:
             try:
                 _apply(st.stream, index, row["entry"])
             except Exception as exc:  # bad bytes or an out-of-order index: stop this replay
@@ -167,7 +167,7 @@ def canonical_entries(log: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     votes = (
-        log.filter(F.col("op") == "entry")
+        log.filter(F.col("op") == ENTRY)
         .groupBy("run", "stream", "index", "entry")
         .agg(F.countDistinct("node").alias("n"))
     )
@@ -188,7 +188,7 @@ def seed_rows(log: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     resume = log.filter(
-        (F.col("op") == "transfer") | ((F.col("op") == "open") & (F.col("index") > 0))
+        (F.col("op") == TRANSFER) | ((F.col("op") == OPEN) & (F.col("index") > 0))
     ).select("run", "node", "stream", "line", F.col("index").alias("target"))
     canon = canonical_entries(log).select(
         F.col("run").alias("c_run"),
@@ -296,7 +296,7 @@ def entry_divergence(log: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     return (
-        log.filter(F.col("op") == "entry")
+        log.filter(F.col("op") == ENTRY)
         .groupBy("run", "stream", "index")
         .agg(
             F.countDistinct("entry").alias("_n"),
@@ -324,7 +324,7 @@ def entry_skips(log: DataFrame) -> DataFrame:
     order = Window.partitionBy("run", "node", "stream").orderBy("line")
     gaps = (
         rows.withColumn("prev", F.lag("index").over(order))
-        .filter((F.col("op") == "entry") & (F.col("prev") + 1 < F.col("index")))
+        .filter((F.col("op") == ENTRY) & (F.col("prev") + 1 < F.col("index")))
         .select("run", "stream", "prev", "index")
     )
     # a sweep over each stream's indexes: +1 where a gap opens (after prev), -1 where it closes
@@ -339,7 +339,7 @@ def entry_skips(log: DataFrame) -> DataFrame:
             ).withColumn("delta", F.lit(-1))
         )
         .unionByName(
-            rows.filter(F.col("op") == "entry")
+            rows.filter(F.col("op") == ENTRY)
             .select("run", "stream", F.col("index").alias("pos"), F.lit(1).alias("k"), "node")
             .distinct()
             .withColumn("delta", F.lit(0))

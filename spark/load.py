@@ -38,23 +38,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from spark.contract import (
+    ENTRY,
+    HISTORY_FILE,
+    LEADERS_FILE,
+    LOG_FILE,
+    LOG_OPS,
+    MESSAGE_OPS,
+    NEMESIS_PROCESS,
+    NODES_DIR,
+    OP_TYPES,
+    OPEN,
+    PURGE,
+    RUN_FILE,
+    TRANSFER,
+)
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
-
-RUN_FILE: Final = "run.json"
-HISTORY_FILE: Final = "history.jsonl"
-LEADERS_FILE: Final = "leaders.jsonl"
-NODES_DIR: Final = "nodes"
-LOG_FILE: Final = "log.jsonl"
 
 KIND_HISTORY: Final = "history"
 KIND_LOG: Final = "log"
 KIND_LEADERS: Final = "leaders"
-
-OP_TYPES: Final = ("invoke", "ok", "fail", "info")
-MESSAGE_OPS: Final = ("store", "marker", "expire", "delete")
-LOG_OPS: Final = (*MESSAGE_OPS, "purge", "open", "entry", "transfer")
-NEMESIS_PROCESS: Final = "nemesis"
 
 # bad lines fetched to the driver to explain or recover; more than this many is an error anyway
 # (a healthy run has at most one torn line per file end and per node restart)
@@ -158,13 +163,10 @@ _REQUIRED: Final[dict[str, dict[str, str]]] = {
     KIND_LEADERS: {"time_ns": _INT, "stream": _STR},
 }
 _LOG_OP_FIELDS: Final[dict[str, tuple[str, ...]]] = {
-    "store": ("seq",),
-    "marker": ("seq",),
-    "expire": ("seq",),
-    "delete": ("seq",),
-    "open": ("config", "created_ns", "digest"),
-    "entry": ("entry", "digest"),
-    "transfer": ("digest",),
+    **{op: ("seq",) for op in MESSAGE_OPS},
+    OPEN: ("config", "created_ns", "digest"),
+    ENTRY: ("entry", "digest"),
+    TRANSFER: ("digest",),
 }
 _TYPED: Final[dict[str, dict[str, str]]] = {
     KIND_HISTORY: {},
@@ -239,7 +241,7 @@ def explain_line(kind: str, text: str) -> str | None:
         for key in _LOG_OP_FIELDS.get(op, ()):
             if row.get(key) is None:
                 return f"a {op!r} row without {key!r}"
-        if op == "purge" and row.get("seq") is None and row.get("through") is None:
+        if op == PURGE and row.get("seq") is None and row.get("through") is None:
             return "a 'purge' row without 'seq' or 'through'"
     return None
 
@@ -374,10 +376,10 @@ def parse_log(lines: DataFrame) -> DataFrame:
     op = F.col("op")
     per_op = (
         F.when(op.isin(*MESSAGE_OPS), F.col("seq").isNotNull())
-        .when(op == "purge", F.col("seq").isNotNull() | F.col("through").isNotNull())
-        .when(op == "open", _all_not_null("config", "created_ns", "digest"))
-        .when(op == "entry", _all_not_null("entry", "digest"))
-        .when(op == "transfer", F.col("digest").isNotNull())
+        .when(op == PURGE, F.col("seq").isNotNull() | F.col("through").isNotNull())
+        .when(op == OPEN, _all_not_null("config", "created_ns", "digest"))
+        .when(op == ENTRY, _all_not_null("entry", "digest"))
+        .when(op == TRANSFER, F.col("digest").isNotNull())
         .otherwise(F.lit(False))
     )
     valid = (

@@ -64,8 +64,9 @@ What counts as stale (the semantics; each is a deliberate choice):
 Apply lag (plotted next to staleness): for every (stream, index) a node applied, that node's
 first ``applied_ns`` for it minus the earliest ``applied_ns`` of that index over all nodes.
 
-Must never: read sockets or files (load.py does that), import cluster/ or jepsen_like/, or
-collect raw rows to the driver (only aggregates, bounded examples, fault windows and purges).
+Must never: read sockets or files (load.py does that), import cluster/ or jepsen_like/ (the
+run-directory names are spark/contract.py's), or collect raw rows to the driver (only
+aggregates, bounded examples, fault windows and purges).
 """
 
 from __future__ import annotations
@@ -79,10 +80,21 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-READ_FS: Final = ("direct_get", "msg_get")
-WRITE_FS: Final = ("publish", "batch")
-REMOVAL_OPS: Final = ("expire", "delete", "purge")
-NEMESIS_PROCESS: Final = "nemesis"
+from spark.contract import (
+    BATCH,
+    DIRECT_GET,
+    INVOKE,
+    MSG_GET,
+    NEMESIS_PROCESS,
+    OK,
+    OPEN,
+    PUBLISH,
+    READ_FS,
+    REMOVAL_OPS,
+    TRANSFER,
+    WRITE_FS,
+)
+
 NO_FAULT: Final = "none"
 UNKNOWN: Final = "unknown"
 NS_PER_MS: Final = 1_000_000
@@ -186,14 +198,14 @@ def pair_ops(history: DataFrame, fs: Sequence[str] | None = None) -> DataFrame:
     )
     by_process = Window.partitionBy("run", "process").orderBy("index")
     nxt = {c: F.lead(c).over(by_process) for c in ("type", "index", "time_ns", "v")}
-    completed = nxt["type"].isNotNull() & (nxt["type"] != "invoke")
+    completed = nxt["type"].isNotNull() & (nxt["type"] != INVOKE)
     paired = ops.select(
         "*",
         F.when(completed, nxt["type"]).otherwise(F.lit("none")).alias("outcome"),
         F.when(completed, nxt["index"]).alias("complete_index"),
         F.when(completed, nxt["time_ns"]).alias("complete_ns"),
         F.when(completed, nxt["v"]).alias("cv"),
-    ).filter(F.col("type") == "invoke")
+    ).filter(F.col("type") == INVOKE)
     return paired.select(
         "run",
         "process",
@@ -215,7 +227,7 @@ def reads(history: DataFrame) -> DataFrame:
     (seq|last_by_subj), req_seq, req_subject, ret_seq, ret_id, not_found, served_by."""
     ops = pair_ops(history, READ_FS)
     request = F.col("invoke_value.request")
-    ok = F.col("outcome") == "ok"
+    ok = F.col("outcome") == OK
     return ops.select(
         "run",
         F.col("invoke_value.stream").alias("stream"),
@@ -243,14 +255,14 @@ def acked_writes(history: DataFrame) -> DataFrame:
     """Acknowledged writes, one row per stored message: run, stream, subject, seq, id,
     ack_index, ack_ns. Only ``ok`` completions (info/fail writes are not owed to anyone)."""
     _require(history, HISTORY_COLUMNS, "history")
-    ok = history.filter((F.col("type") == "ok") & F.col("f").isin(list(WRITE_FS))).select(
+    ok = history.filter((F.col("type") == OK) & F.col("f").isin(list(WRITE_FS))).select(
         "run",
         "f",
         F.col("index").alias("ack_index"),
         F.col("time_ns").alias("ack_ns"),
         _parsed_value(history).alias("v"),
     )
-    published = ok.filter((F.col("f") == "publish") & F.col("v.seq").isNotNull()).select(
+    published = ok.filter((F.col("f") == PUBLISH) & F.col("v.seq").isNotNull()).select(
         "run",
         F.col("v.stream").alias("stream"),
         F.col("v.subject").alias("subject"),
@@ -260,7 +272,7 @@ def acked_writes(history: DataFrame) -> DataFrame:
         "ack_ns",
     )
     batched = (
-        ok.filter((F.col("f") == "batch") & F.col("v.seqs").isNotNull())
+        ok.filter((F.col("f") == BATCH) & F.col("v.seqs").isNotNull())
         .select(
             "run",
             "ack_index",
@@ -571,7 +583,7 @@ def judge(rs: DataFrame, writes: DataFrame, removed: DataFrame | None = None) ->
         judged = _removed_by(judged, removed)
     else:
         judged = judged.withColumn("explained", F.lit(False))
-    owed = F.col("_owed") & (F.col("outcome") == "ok")
+    owed = F.col("_owed") & (F.col("outcome") == OK)
     stale = owed & ~F.col("explained")
     return judged.select(
         *[c for c in judged.columns if c not in ("_owed", "_lag_seqs", "explained")],
@@ -587,7 +599,7 @@ def apply_lag(log: DataFrame) -> DataFrame:
     behind the first node that applied that index."""
     _require(log, LOG_COLUMNS, "log")
     applied = (
-        log.filter(F.col("index").isNotNull() & ~F.col("op").isin("open", "transfer"))
+        log.filter(F.col("index").isNotNull() & ~F.col("op").isin(OPEN, TRANSFER))
         .groupBy("run", "stream", "node", "index")
         .agg(F.min("applied_ns").alias("applied_ns"))
     )
@@ -671,7 +683,7 @@ def _summary(row: dict[str, Any]) -> dict[str, Any]:
 
 def breakdowns(judged: DataFrame) -> dict[str, list[dict[str, Any]]]:
     """Every BREAKDOWNS entry: one row per group with its _summary, sorted by the keys."""
-    ok = judged.filter(F.col("outcome") == "ok").select(
+    ok = judged.filter(F.col("outcome") == OK).select(
         "run",
         "kind",
         F.coalesce(F.col("served_by"), F.lit(UNKNOWN)).alias("served_by"),
@@ -705,7 +717,7 @@ def breakdowns(judged: DataFrame) -> dict[str, list[dict[str, Any]]]:
 def staleness_timeline(judged: DataFrame, history: DataFrame) -> DataFrame:
     """``ok`` reads and stale reads per (run, kind, time bucket); t_s = bucket start in seconds
     from the run's first history op. About TIMELINE_BUCKETS buckets per run; unordered."""
-    ok = judged.filter(F.col("outcome") == "ok")
+    ok = judged.filter(F.col("outcome") == OK)
     b = F.floor((F.col("invoke_ns") - F.col("_t0")) / F.col("_bucket"))
     return (
         ok.join(F.broadcast(_buckets(history)), "run")
@@ -827,19 +839,19 @@ def summarize(
     for kind in READ_FS:
         by_kind.setdefault(kind, _summary({}))
     order = ("run", "invoke_index")
-    violations = judged.filter((F.col("kind") == "msg_get") & F.col("stale"))
-    stale_direct = judged.filter((F.col("kind") == "direct_get") & F.col("stale"))
+    violations = judged.filter((F.col("kind") == MSG_GET) & F.col("stale"))
+    stale_direct = judged.filter((F.col("kind") == DIRECT_GET) & F.col("stale"))
     worst = stale_direct.orderBy(F.desc("lag_ms"), *order).limit(MAX_STALE_EXAMPLES)
     results: dict[str, Any] = {
         "reads": {
-            "judged": outcomes.get("ok", 0),
-            "skipped": {k: v for k, v in sorted(outcomes.items()) if k != "ok"},
+            "judged": outcomes.get(OK, 0),
+            "skipped": {k: v for k, v in sorted(outcomes.items()) if k != OK},
             "log_rows_used": log is not None,
         },
         "by_kind": dict(sorted(by_kind.items())),
         **groups,
         "msg_get_violations": {
-            "count": by_kind["msg_get"]["stale"],
+            "count": by_kind[MSG_GET]["stale"],
             "examples": _examples(violations.orderBy(*order).limit(max_examples)),
         },
         "direct_get_stale_examples": _examples(worst),
