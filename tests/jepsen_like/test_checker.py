@@ -944,3 +944,13 @@ def test_rows_a_crash_rolled_back_are_not_split_brain() -> None:
     no_open = {**logs, "n3": [row for row in logs["n3"] if row["op"] != "open"]}
     found = checker.check_split_brain([], no_open)
     assert [a["detail"]["node"] for a in found] == ["n3"]
+
+
+def test_the_completion_type_annotation_is_the_contracts() -> None:
+    # history.CompletionType is a Literal for the type checker; the values live in the contract
+    from typing import get_args
+
+    from jepsen_like.contract import COMPLETION_TYPES
+    from jepsen_like.history import CompletionType
+
+    assert get_args(CompletionType) == COMPLETION_TYPES
