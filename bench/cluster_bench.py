@@ -56,13 +56,13 @@ from bench.loadgen import (
     PIPELINED_PUBLISH,
     SUBJECT_PREFIX,
     SYNC_PUBLISH,
+    InboxRouter,
     LoadConfig,
     LoadGenerator,
     PhaseResult,
-    _InboxRouter,
     run_event_loop,
 )
-from bench.runner import _latency, _nats_version, _rate, _ratio
+from bench.runner import format_latency, format_rate, format_ratio, nats_version
 from cluster.ops.probes import http_get_json
 from cluster.ops.process import HOST, NATS_SERVER_BIN, distinct_free_ports
 from cluster.ops.servers import ServerProc
@@ -390,7 +390,7 @@ def ops_for(rate_per_s: float, seconds: float, low: int, high: int) -> int:
 
 
 async def _api(
-    router: _InboxRouter, subject: str, body: dict[str, Any] | None, timeout_s: float
+    router: InboxRouter, subject: str, body: dict[str, Any] | None, timeout_s: float
 ) -> dict[str, Any]:
     """One JetStream API request; a status reply (503 no responders) raises ClusterBenchError."""
     payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
@@ -413,7 +413,7 @@ def stream_config(name: str, subjects: list[str]) -> dict[str, Any]:
     }
 
 
-async def create_stream(router: _InboxRouter, config: dict[str, Any], deadline: float) -> None:
+async def create_stream(router: InboxRouter, config: dict[str, Any], deadline: float) -> None:
     """Retry ``$JS.API.INFO`` then ``STREAM.CREATE`` until they succeed (a meta leader exists and
     has placed the R3 stream) or the deadline passes. A create that timed out may have been
     applied; repeating it with the same config is answered with success by both servers."""
@@ -434,7 +434,7 @@ async def create_stream(router: _InboxRouter, config: dict[str, Any], deadline: 
             await asyncio.sleep(READY_POLL_INTERVAL_S)
 
 
-async def stream_info(router: _InboxRouter, name: str) -> dict[str, Any]:
+async def stream_info(router: InboxRouter, name: str) -> dict[str, Any]:
     answer = await _api(router, f"$JS.API.STREAM.INFO.{name}", None, API_TIMEOUT_S)
     if "error" in answer:
         raise ClusterBenchError(f"stream info {name}: {answer['error']}")
@@ -466,7 +466,7 @@ class ClusterLoad:
         self.config = config
         self.procs = procs
         self.run = run
-        self.router = _InboxRouter(client)
+        self.router = InboxRouter(client)
         self.batches = BatchLoad(client, 1)
         load_config = LoadConfig(
             msgs=0,
@@ -668,18 +668,18 @@ def table(runs: Sequence[ClusterRun]) -> tuple[list[str], list[list[str]]]:
         results = [run.results.get(phase) for run in runs]
         j = jetraft.results.get(phase) if jetraft else None
         unit = "req/s" if "get" in phase else "msgs/s"
-        row = [phase, unit, *(_rate(r) for r in results)]
+        row = [phase, unit, *(format_rate(r) for r in results)]
         if jetraft:
             row += [
-                _ratio(j.rate_per_s if j else None, o.rate_per_s if o else None)
+                format_ratio(j.rate_per_s if j else None, o.rate_per_s if o else None)
                 for o in (run.results.get(phase) for run in others)
             ]
         rows.append(row)
         if any(r is not None and r.p50_us is not None for r in results):
-            row = [phase, "latency p50 / p99 (µs)", *(_latency(r) for r in results)]
+            row = [phase, "latency p50 / p99 (µs)", *(format_latency(r) for r in results)]
             if jetraft:
                 row += [
-                    _ratio(j.p50_us if j else None, o.p50_us if o else None)
+                    format_ratio(j.p50_us if j else None, o.p50_us if o else None)
                     for o in (run.results.get(phase) for run in others)
                 ]
             rows.append(row)
@@ -758,7 +758,7 @@ def report(
         f"{BATCH_SIZE} one at a time; file storage, `num_replicas: 3`, allow_direct and "
         f"allow_atomic on; one connection to node 1; one 3-process cluster at a time on "
         f"127.0.0.1. Machine: {os.cpu_count()} CPUs, {platform.machine()}, Python "
-        f"{platform.python_version()}; {_nats_version()}.",
+        f"{platform.python_version()}; {nats_version()}.",
         "",
         markdown_table(header, rows),
         "",

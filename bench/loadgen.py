@@ -92,7 +92,7 @@ def percentile(sorted_values: list[int], permille: int) -> int:
     return sorted_values[rank - 1]
 
 
-class _InboxRouter:
+class InboxRouter:
     """One wildcard inbox subscription; replies are routed by the integer last token."""
 
     def __init__(self, client: RawClient) -> None:
@@ -144,12 +144,12 @@ class _InboxRouter:
         payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
         hdr, data = await self.request(subject.encode(), payload, API_TIMEOUT_S)
         if hdr is not None and not data:
-            raise LoadgenError(f"{subject}: status reply {_status_line(hdr)}")
+            raise LoadgenError(f"{subject}: status reply {status_line(hdr)}")
         answer: dict[str, Any] = json.loads(data)
         return answer
 
 
-def _status_line(hdr: bytes) -> str:
+def status_line(hdr: bytes) -> str:
     return hdr.split(b"\r\n", 1)[0].decode(errors="replace")
 
 
@@ -203,7 +203,7 @@ class _Pipeline:
 class LoadGenerator:
     """Runs the phases over one connection against one server."""
 
-    def __init__(self, router: _InboxRouter, config: LoadConfig) -> None:
+    def __init__(self, router: InboxRouter, config: LoadConfig) -> None:
         self.router = router
         self.client = router.client
         self.config = config
@@ -242,7 +242,7 @@ class LoadGenerator:
 
     def check_ack(self, _token: int, hdr: bytes | None, data: bytes) -> str | None:
         if hdr is not None:
-            return f"status reply {_status_line(hdr)}"
+            return f"status reply {status_line(hdr)}"
         if b'"error"' in data or b'"seq"' not in data:
             return f"bad PubAck {data[:200]!r}"
         return None
@@ -252,7 +252,7 @@ class LoadGenerator:
 
         def check(token: int, hdr: bytes | None, data: bytes) -> str | None:
             if hdr is None or not hdr.startswith(DIRECT_DATA_HDR_START):
-                return f"not a message: {_status_line(hdr) if hdr else data[:200]!r}"
+                return f"not a message: {status_line(hdr) if hdr else data[:200]!r}"
             seq = get_header(hdr, "Nats-Sequence")
             if seq != str(seqs[token]):
                 return f"asked for seq {seqs[token]}, got Nats-Sequence {seq}"
@@ -368,7 +368,7 @@ async def run_load(host: str, port: int, config: LoadConfig) -> list[PhaseResult
     """Connect to ``host:port``, run every phase in order, and close the connection."""
     client = await RawClient.connect(host, port, CONNECT_TIMEOUT_S)
     try:
-        router = _InboxRouter(client)
+        router = InboxRouter(client)
         await client.flush(CONNECT_TIMEOUT_S)
         return await LoadGenerator(router, config).run()
     finally:

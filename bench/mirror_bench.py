@@ -54,16 +54,16 @@ from bench.loadgen import (
     DEFAULT_WINDOW,
     DIRECT_DATA_HDR_START,
     SUBJECT_COUNT,
+    InboxRouter,
     LoadConfig,
     LoadGenerator,
     PhaseResult,
     ReplyCheck,
-    _InboxRouter,
-    _status_line,
     run_event_loop,
+    status_line,
 )
 from bench.rawclient import RawClient
-from bench.runner import _nats_version, _rate, _ratio
+from bench.runner import format_rate, format_ratio, nats_version
 from cluster.ops.process import HOST, NATS_SERVER_BIN
 from cluster.ops.servers import ServerProc, ServerStartError, jetraft_proc, nats_server_proc
 from protocol.headers import get_header
@@ -180,7 +180,7 @@ class MirrorLoad:
     """Both measurements, in order, over one connection to one server."""
 
     def __init__(
-        self, router: _InboxRouter, config: MirrorBenchConfig, proc: ServerProc, run: MirrorRun
+        self, router: InboxRouter, config: MirrorBenchConfig, proc: ServerProc, run: MirrorRun
     ) -> None:
         self.router = router
         self.client = router.client
@@ -245,7 +245,7 @@ class MirrorLoad:
 
         def check(token: int, hdr: bytes | None, data: bytes) -> str | None:
             if hdr is not None:
-                return f"status reply {_status_line(hdr)}"
+                return f"status reply {status_line(hdr)}"
             try:
                 ack = json.loads(data)
             except ValueError:
@@ -266,7 +266,7 @@ class MirrorLoad:
     ) -> ReplyCheck:
         def check(token: int, hdr: bytes | None, data: bytes) -> str | None:
             if hdr is None or not hdr.startswith(DIRECT_DATA_HDR_START):
-                return f"not a message: {_status_line(hdr) if hdr else data[:200]!r}"
+                return f"not a message: {status_line(hdr) if hdr else data[:200]!r}"
             seq = seqs[token]
             got_seq = get_header(hdr, "Nats-Sequence")
             if got_seq != str(seq):
@@ -426,7 +426,7 @@ class MirrorLoad:
 async def run_mirror_load(proc: ServerProc, config: MirrorBenchConfig, run: MirrorRun) -> None:
     client = await RawClient.connect(HOST, proc.port, CONNECT_TIMEOUT_S)
     try:
-        router = _InboxRouter(client)
+        router = InboxRouter(client)
         await client.flush(CONNECT_TIMEOUT_S)
         load = MirrorLoad(router, config, proc, run)
         await load.direct_get_phases()
@@ -468,8 +468,8 @@ def table_rows(config: MirrorBenchConfig, runs: Sequence[MirrorRun]) -> list[lis
         n = nats.results.get(phase) if nats else None
         j = jetraft.results.get(phase) if jetraft else None
         unit = "msgs/s"
-        ratio = _ratio(j.rate_per_s if j else None, n.rate_per_s if n else None)
-        rows.append([phase, unit, _rate(n), _rate(j), ratio])
+        ratio = format_ratio(j.rate_per_s if j else None, n.rate_per_s if n else None)
+        rows.append([phase, unit, format_rate(n), format_rate(j), ratio])
     return rows
 
 
@@ -520,7 +520,7 @@ def conditions(config: MirrorBenchConfig, command: str) -> str:
         f"its create request to STREAM.INFO showing the upstream's last_seq (polled every "
         f"{CATCH_UP_POLL_S:g} s). Single server, file storage, one client connection, one "
         f"server at a time on 127.0.0.1. Machine: {os.cpu_count()} CPUs ({platform.machine()}) "
-        f"shared with other work, Python {platform.python_version()}; {_nats_version()}."
+        f"shared with other work, Python {platform.python_version()}; {nats_version()}."
     )
 
 

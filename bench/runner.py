@@ -74,17 +74,17 @@ def run_against(
     return run
 
 
-def _ratio(jetraft: float | None, nats: float | None) -> str:
+def format_ratio(jetraft: float | None, nats: float | None) -> str:
     if jetraft is None or nats is None or nats == 0:
         return MISSING
     return f"{jetraft / nats:.2f}"
 
 
-def _rate(result: PhaseResult | None) -> str:
+def format_rate(result: PhaseResult | None) -> str:
     return MISSING if result is None else f"{result.rate_per_s:,.0f}"
 
 
-def _latency(result: PhaseResult | None) -> str:
+def format_latency(result: PhaseResult | None) -> str:
     if result is None or result.p50_us is None or result.p99_us is None:
         return MISSING
     return f"{result.p50_us:,.0f} / {result.p99_us:,.0f}"
@@ -101,9 +101,9 @@ def table_rows(nats: ServerRun | None, jetraft: ServerRun | None) -> list[list[s
             [
                 phase,
                 unit,
-                _rate(n),
-                _rate(j),
-                _ratio(j.rate_per_s if j else None, n.rate_per_s if n else None),
+                format_rate(n),
+                format_rate(j),
+                format_ratio(j.rate_per_s if j else None, n.rate_per_s if n else None),
             ]
         )
         if (n and n.p50_us is not None) or (j and j.p50_us is not None):
@@ -111,9 +111,9 @@ def table_rows(nats: ServerRun | None, jetraft: ServerRun | None) -> list[list[s
                 [
                     phase,
                     "latency p50 / p99 (µs)",
-                    _latency(n),
-                    _latency(j),
-                    _ratio(j.p50_us if j else None, n.p50_us if n else None),
+                    format_latency(n),
+                    format_latency(j),
+                    format_ratio(j.p50_us if j else None, n.p50_us if n else None),
                 ]
             )
     return rows
@@ -138,7 +138,7 @@ def text_table(rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def _nats_version() -> str:
+def nats_version() -> str:
     try:
         done = subprocess.run(
             [str(NATS_SERVER_BIN), "--version"], capture_output=True, text=True, timeout=10
@@ -157,7 +157,7 @@ def report(config: LoadConfig, rows: list[list[str]], errors: list[str]) -> str:
         f"{config.payload_bytes}-byte payloads, pipeline window {config.window}, "
         f"seed {config.seed}; file storage, allow_direct on, one connection, one server at a "
         f"time on 127.0.0.1. Machine: {os.cpu_count()} CPUs, {platform.machine()}, "
-        f"Python {platform.python_version()}; {_nats_version()}.",
+        f"Python {platform.python_version()}; {nats_version()}.",
         "",
         markdown_table(rows),
         "",

@@ -32,13 +32,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from cluster.apply_log import ApplyLog, ObservedStore
-from cluster.extensions import attach_all
+from cluster.extension_loader import attach_all
 from cluster.jetstream import (
     API_PREFIX,
     MSGS_DIR,
     JetStream,
-    _dumps,
-    _write_atomic,
+    write_atomic,
 )
 from cluster.meta_state import Assignment, MetaState, decode_meta_command, encode_meta_command
 from cluster.raft import NotLeaderError, RaftDriver, RaftGroup
@@ -53,7 +52,7 @@ from engine.msg_get import answer_msg_get, parse_msg_get_request
 from engine.state_transfer import TransferError, resume_request
 from engine.store import MessageStore
 from engine.stream import Stream
-from protocol import api_json
+from protocol import api_json, gojson
 from protocol import errors as E
 from protocol.errors import ApiError
 from protocol.models import StreamConfig
@@ -120,7 +119,7 @@ class ClusteredJetStream(JetStream):
         else:
             await self.routes.all_resolved.wait()
             peers = sorted(set(self.routes.resolved.values()) | {self.server_name})
-            _write_atomic(peers_path, json.dumps({"v": 1, "peers": peers}).encode())
+            write_atomic(peers_path, json.dumps({"v": 1, "peers": peers}).encode())
         self.peers = peers
         log.info("meta group over %s", ", ".join(peers))
         self.meta = RaftGroup(
@@ -277,7 +276,7 @@ class ClusteredJetStream(JetStream):
         host = self.replicas.get(name)
         if reply and host is not None and host.is_leader:
             info = self._info(host, "", dynamic_metadata=False)
-            self.router.publish(reply, None, None, _dumps(info))
+            self.router.publish(reply, None, None, gojson.encode(info))
 
     # --- state transfer between replicas ------------------------------------------------------
     def _send_catchup(self, peer: str, body: list[Any]) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from cluster import sync_ledger
 from cluster.batching import BatchContext
-from cluster.extensions import attach_all, load_attachers
+from cluster.extension_loader import attach_all, load_attachers
 from cluster.router import Router
 from cluster.stream_host import StreamHost
 from engine.batch import BatchLimits
@@ -51,7 +51,8 @@ MSGS_DIR = "msgs"
 _dumps = gojson.encode  # Go's escaping (<, >, & as \u003c...), so replies match byte for byte
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file, whole."""
     tmp = path.with_suffix(".tmp")
     with open(tmp, "wb") as f:
         f.write(data)
@@ -144,7 +145,7 @@ class JetStream:
         stream_dir = self.streams_dir / cfg.name
         stream_dir.mkdir(parents=True, exist_ok=True)
         doc = {"config": cfg.model_dump(mode="json"), "created_ns": created_ns}
-        _write_atomic(stream_dir / CONFIG_FILE, _dumps(doc))
+        write_atomic(stream_dir / CONFIG_FILE, _dumps(doc))
         return stream_dir
 
     # --- dispatch ------------------------------------------------------------------------

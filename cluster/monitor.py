@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import ssl
-
-    from cluster.server import Server
 
 REQUEST_LINE_BYTES_MAX = 8192  # a longer request line gets 431, as from Go's net/http
 REQUEST_HEAD_BYTES_MAX = 64 * 1024  # request line and headers together
@@ -30,9 +28,19 @@ class _BadRequest(Exception):
         self.error = error
 
 
+class Monitored(Protocol):
+    """What the endpoints read from the node (``cluster/server.py``'s ``Server``)."""
+
+    def healthy(self) -> tuple[bool, str]: ...
+
+    def varz(self) -> dict[str, Any]: ...
+
+    def jsz(self) -> dict[str, Any]: ...
+
+
 class MonitorServer:
     def __init__(
-        self, server: Server, host: str, port: int, *, ssl_context: ssl.SSLContext | None = None
+        self, server: Monitored, host: str, port: int, *, ssl_context: ssl.SSLContext | None = None
     ) -> None:
         self.server = server
         self.host = host
@@ -66,7 +74,7 @@ class MonitorServer:
         if path == "/varz":
             return 200, self.server.varz()
         if path == "/jsz":
-            return 200, self.server.jetstream.jsz()
+            return 200, self.server.jsz()
         if path == "/":
             return 200, {"endpoints": ["/healthz", "/varz", "/jsz"]}
         return 404, {"error": "not found"}

@@ -39,7 +39,7 @@ from cluster.batching import BatchContext
 from cluster.raft import NotLeaderError, RaftDriver, RaftGroup
 from cluster.router import Router
 from cluster.routes import RouteManager
-from cluster.stream_host import StreamHost, _BatchCommit, _Op
+from cluster.stream_host import QueuedBatchCommit, QueuedOp, StreamHost
 from engine.entries import (
     Entry,
     ExpireEntry,
@@ -251,7 +251,7 @@ class ReplicatedStreamHost(StreamHost):
     def _fail_queued(self) -> None:
         while self._queue:
             item = self._queue.popleft()
-            if isinstance(item, _Op) and item.future is not None and not item.future.done():
+            if isinstance(item, QueuedOp) and item.future is not None and not item.future.done():
                 item.future.set_exception(ApiError(E.CLUSTER_NOT_LEADER))
         if self._barrier is not None and not self._barrier.done():
             self._barrier.set_exception(ApiError(E.CLUSTER_NOT_LEADER))
@@ -279,12 +279,12 @@ class ReplicatedStreamHost(StreamHost):
 
     def _propose_head(self) -> None:
         head = self._queue[0]
-        if isinstance(head, _Op):
+        if isinstance(head, QueuedOp):
             self._queue.popleft()
             op = head
             self._submit(op.entry, functools.partial(_resolve, op), op)
             return
-        if isinstance(head, _BatchCommit):
+        if isinstance(head, QueuedBatchCommit):
             self._queue.popleft()
             self._submit(head.entry, functools.partial(self._send_batch_ack, head), head)
             return
@@ -305,7 +305,7 @@ class ReplicatedStreamHost(StreamHost):
             exc = f.exception()
             if exc is None:
                 on_result(f.result())
-            elif isinstance(op, _Op) and op.future is not None and not op.future.done():
+            elif isinstance(op, QueuedOp) and op.future is not None and not op.future.done():
                 op.future.set_exception(ApiError(E.CLUSTER_NOT_LEADER))
             elif not isinstance(exc, NotLeaderError):
                 log.error("stream %s: proposal failed: %r", self.name, exc)
@@ -490,6 +490,6 @@ class ReplicatedStreamHost(StreamHost):
         return max(0, self.group.leader_commit_index() - int(self.group.last_applied))
 
 
-def _resolve(op: _Op, result: Any) -> None:
+def _resolve(op: QueuedOp, result: Any) -> None:
     if op.future is not None and not op.future.done():
         op.future.set_result(result)

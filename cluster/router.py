@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from protocol.auth import PermissionChecker
 from protocol.session import no_responders_header
 from protocol.sublist import Sublist
-
-if TYPE_CHECKING:
-    from cluster.client_conn import ClientConnection
 
 InternalHandler = Callable[[str, str | None, bytes | None, bytes], None]
 # (subject, queue, local member count, excluded prefix): called when this node's interest changes
@@ -44,6 +42,20 @@ class RouteForwarder(Protocol):
         plain: bool,
         queues: list[str],
     ) -> None: ...
+
+
+class ClientConnection(Protocol):
+    """A client connection as the router sees it (``cluster/client_conn.py`` is the real one)."""
+
+    echo: bool
+    no_responders: bool
+    perms: PermissionChecker | None
+
+    def send_msg(
+        self, subject: str, sid: str, reply: str | None, hdr: bytes | None, payload: bytes
+    ) -> None: ...
+
+    def forget_sub(self, sub: Subscription) -> None: ...
 
 
 class Subscription:

@@ -38,6 +38,7 @@ from cluster.security_config import RouteAuthConfig, TLSConfig, server_ssl_conte
 from engine.batch import BatchLimits
 from protocol.auth_config import ClientAuthConfig
 from protocol.parser import MAX_CONTROL_LINE_BYTES_DEFAULT
+from protocol.stream_config import SERVER_API_LEVEL
 
 log = logging.getLogger("jetraft.server")
 
@@ -162,7 +163,7 @@ class Server:
             "jetstream": True,
             "client_id": cid,
             "client_ip": "",
-            "api_lvl": 5,
+            "api_lvl": SERVER_API_LEVEL,
             "xkey": self.xkey,
         }
         if self.opts.tls is not None:  # sent in the clear; the client upgrades after reading it
@@ -310,6 +311,9 @@ class Server:
                 "connected": self.routes.connected_peers(),
             }
         }
+
+    def jsz(self) -> dict[str, Any]:
+        return self.jetstream.jsz()
 
     def healthy(self) -> tuple[bool, str]:
         """Ready for clients: standalone at once; in a cluster once a meta leader is known."""

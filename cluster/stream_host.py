@@ -57,19 +57,19 @@ _BATCH_ID_KEY = b"Nats-Batch-Id:"  # a cheap test before the header lookup on ev
 
 
 @dataclass(slots=True)
-class _Pub:
+class QueuedPublish:
     msg: InboundMsg
     reply: str | None
 
 
 @dataclass(slots=True)
-class _Op:
+class QueuedOp:
     entry: Entry
     future: asyncio.Future[Any] | None
 
 
 @dataclass(slots=True)
-class _BatchCommit:
+class QueuedBatchCommit:
     entry: BatchCommitEntry
     reply: str | None
 
@@ -90,7 +90,9 @@ class StreamHost:
         self.store = store
         self.router = router
         self.durable = durable
-        self._queue: collections.deque[_Pub | _Op | _BatchCommit] = collections.deque()
+        self._queue: collections.deque[QueuedPublish | QueuedOp | QueuedBatchCommit] = (
+            collections.deque()
+        )
         self._batches = AtomicBatches(
             lambda: self.stream.config.name, router, batch_context or BatchContext()
         )
@@ -190,26 +192,26 @@ class StreamHost:
             if batch_id:  # an empty Nats-Batch-Id is a plain publish (probed)
                 self._ingest_batch_msg(InboundMsg(subject, hdr, payload), reply, batch_id)
                 return
-        self._queue.append(_Pub(InboundMsg(subject, hdr or b"", payload), reply))
+        self._queue.append(QueuedPublish(InboundMsg(subject, hdr or b"", payload), reply))
         self._wake.set()
 
     def _ingest_batch_msg(self, msg: InboundMsg, reply: str | None, batch_id: str) -> None:
         """Stage (and answer) an atomic batch message; a complete batch is queued as one entry."""
         ready = self._batches.on_message(msg, reply, batch_id, self.config)
         if ready is not None:
-            self._queue.append(_BatchCommit(ready.entry(time.time_ns()), reply))
+            self._queue.append(QueuedBatchCommit(ready.entry(time.time_ns()), reply))
             self._wake.set()
 
     async def propose(self, entry: Entry) -> Any:
         if self.offline:
             raise ApiError(E.STREAM_OFFLINE)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Op(entry, future))
+        self._queue.append(QueuedOp(entry, future))
         self._wake.set()
         return await future
 
     def _propose_nowait(self, entry: Entry) -> None:
-        self._queue.append(_Op(entry, None))
+        self._queue.append(QueuedOp(entry, None))
         self._wake.set()
 
     async def _commit_loop(self) -> None:
@@ -261,7 +263,7 @@ class StreamHost:
     def _apply_next(self) -> Callable[[], None]:
         """Apply the head of the queue; returns what to do once it is durable."""
         head = self._queue[0]
-        if isinstance(head, _Op):
+        if isinstance(head, QueuedOp):
             self._queue.popleft()
             outcome = self._apply(head.entry)
             future = head.future
@@ -273,7 +275,7 @@ class StreamHost:
                     future.set_result(outcome)
 
             return resolve
-        if isinstance(head, _BatchCommit):
+        if isinstance(head, QueuedBatchCommit):
             self._queue.popleft()
             result = self._apply(head.entry)
             return lambda: self._send_batch_ack(head, result)
@@ -292,16 +294,16 @@ class StreamHost:
         self._batches.close()
         while self._queue:
             item = self._queue.popleft()
-            if isinstance(item, _Op) and item.future is not None and not item.future.done():
+            if isinstance(item, QueuedOp) and item.future is not None and not item.future.done():
                 item.future.set_exception(ApiError(E.STREAM_OFFLINE))
 
-    def _take_publishes(self) -> list[_Pub]:
-        pubs: list[_Pub] = []
+    def _take_publishes(self) -> list[QueuedPublish]:
+        pubs: list[QueuedPublish] = []
         size = 0
         queue = self._queue
-        while queue and isinstance(queue[0], _Pub) and len(pubs) < GROUP_COMMIT_MSGS_MAX:
+        while queue and isinstance(queue[0], QueuedPublish) and len(pubs) < GROUP_COMMIT_MSGS_MAX:
             pub = queue.popleft()
-            assert isinstance(pub, _Pub)
+            assert isinstance(pub, QueuedPublish)
             pubs.append(pub)
             size += len(pub.msg.data) + len(pub.msg.hdr)
             if size >= GROUP_COMMIT_BYTES_MAX:
@@ -313,7 +315,7 @@ class StreamHost:
         self.direct.wake()
         return result
 
-    def _send_acks(self, pubs: list[_Pub], results: Any) -> None:
+    def _send_acks(self, pubs: list[QueuedPublish], results: Any) -> None:
         if self.config.no_ack:
             return
         name = self.name
@@ -327,7 +329,7 @@ class StreamHost:
                 body = api_json.pub_ack_json(name, res.seq, duplicate=res.duplicate)
             publish(pub.reply, None, None, body)
 
-    def _send_batch_ack(self, commit: _BatchCommit, result: BatchResult) -> None:
+    def _send_batch_ack(self, commit: QueuedBatchCommit, result: BatchResult) -> None:
         """The commit's PubAck: ``{"stream","seq","batch","count"}`` or the error PubAck."""
         if self.config.no_ack or not commit.reply:
             return

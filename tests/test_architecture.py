@@ -140,3 +140,110 @@ def test_the_operator_side_does_not_import_the_node() -> None:
         or name.split(".")[0] in {"protocol", "engine", "mirror", "tests"}
     ]
     assert offenders == []
+
+
+# --- the module graph: no circles, no private names across modules ------------------------------
+GRAPH_PACKAGES = ["protocol", "engine", "cluster", "mirror", "jepsen_like", "spark", "bench"]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _project_modules() -> dict[str, Path]:
+    return {_module_name(p): p for package in GRAPH_PACKAGES for p in _files(package)}
+
+
+def _from_imports(path: Path) -> list[ast.ImportFrom]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0]
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Which project modules each one imports (``TYPE_CHECKING`` imports included: a circle
+    drawn only for the type checker is still a circle in the design)."""
+    modules = _project_modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        targets: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets.add(node.module)
+                targets.update(f"{node.module}.{alias.name}" for alias in node.names)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_circle_finder_finds_a_planted_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert _circles(graph) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circles() -> None:
+    assert _circles(_module_graph()) == []
+
+
+def test_no_private_names_imported_across_modules() -> None:
+    modules = _project_modules()
+    offenders = [
+        f"{name} imports {node.module}.{alias.name}"
+        for name, path in modules.items()
+        for node in _from_imports(path)
+        if node.module in modules
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    ]
+    assert offenders == []
