@@ -14,10 +14,7 @@ from pathlib import Path
 
 import pytest
 
-# This folder is not a package (its test files import diff_harness by bare name, pytest putting
-# the folder on sys.path for them); importing it here the same way keeps one copy of the module.
-from diff_harness import DIFF_AGAINST_ENV, Differ
-
+from tests.differential.diff_harness import DIFF_AGAINST_ENV, Differ
 from tests.servers import ServerProc, start_jetraft, start_nats_server
 
 CANDIDATES = ("jetraft", "nats")

@@ -20,10 +20,20 @@ from typing import Any
 
 import nats
 import nats.errors
-from diff_mask import comparable_json_reply, mask_header_block, pretty, try_json
-from diff_raw import CRLF, DEFAULT_CONNECT, Frame, RawConn, connect_line, header_block, hpub, pub
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
+
+from tests.differential.diff_mask import comparable_json_reply, mask_header_block, pretty, try_json
+from tests.differential.diff_raw import (
+    CRLF,
+    DEFAULT_CONNECT,
+    Frame,
+    RawConn,
+    connect_line,
+    header_block,
+    hpub,
+    pub,
+)
 
 DIFF_AGAINST_ENV = "JETRAFT_DIFF_AGAINST"  # "jetraft" (default) or "nats"
 DUMP_ENV = "JETRAFT_DIFF_DUMP"  # set to 1 to print the oracle's transcript (use with -s)

@@ -17,7 +17,7 @@ import ssl
 from dataclasses import dataclass
 from typing import Any
 
-from diff_mask import mask_header_block, mask_json, ordered, pretty
+from tests.differential.diff_mask import mask_header_block, mask_json, ordered, pretty
 
 CRLF = b"\r\n"
 READ_CHUNK_BYTES = 65536

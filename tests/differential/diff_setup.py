@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from diff_harness import Session
+from tests.differential.diff_harness import Session
 
 # (subject tail, payload, headers) for sequences 1..7; sequence 3 is deleted afterwards.
 STANDARD_MESSAGES: list[tuple[str, bytes, dict[str, str] | None]] = [

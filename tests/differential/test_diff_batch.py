@@ -19,15 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from diff_harness import (
+
+from tests.differential.diff_harness import (
     DIFF_AGAINST_ENV,
     NO_REPLY_TIMEOUT_S,
     Differ,
     Reply,
     Session,
 )
-from diff_raw import RawConn, header_block, hpub
-
+from tests.differential.diff_raw import RawConn, header_block, hpub
 from tests.servers import ServerProc, start_jetraft, start_nats_server
 
 pytestmark = pytest.mark.differential

@@ -10,9 +10,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from diff_harness import NO_REPLY_TIMEOUT_S, REPLY_TIMEOUT_S, Differ, Session
-from diff_raw import DEFAULT_CONNECT, hpub, pub
-from diff_setup import AFTER_ALL, BEFORE_ALL, STANDARD_MESSAGES, standard_stream, substitute
+
+from tests.differential.diff_harness import NO_REPLY_TIMEOUT_S, REPLY_TIMEOUT_S, Differ, Session
+from tests.differential.diff_raw import DEFAULT_CONNECT, hpub, pub
+from tests.differential.diff_setup import (
+    AFTER_ALL,
+    BEFORE_ALL,
+    STANDARD_MESSAGES,
+    standard_stream,
+    substitute,
+)
 
 pytestmark = pytest.mark.differential
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from diff_harness import Differ, Session, Transcript, diff_report
-from diff_mask import (
+
+from tests.differential.diff_harness import Differ, Session, Transcript, diff_report
+from tests.differential.diff_mask import (
     TS_MASK,
     ZERO_TIME,
     comparable_json_reply,
@@ -15,7 +16,7 @@ from diff_mask import (
     mask_json,
     mask_timestamp,
 )
-from diff_raw import Frame
+from tests.differential.diff_raw import Frame
 
 pytestmark = pytest.mark.differential
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from diff_harness import Differ, Session
-from diff_setup import DELETED_SEQ, LAST_SEQ, standard_stream, substitute
+
+from tests.differential.diff_harness import Differ, Session
+from tests.differential.diff_setup import DELETED_SEQ, LAST_SEQ, standard_stream, substitute
 
 pytestmark = pytest.mark.differential
 

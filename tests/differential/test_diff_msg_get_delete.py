@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from diff_harness import Differ, Session
-from diff_setup import AFTER_ALL, BEFORE_ALL, standard_stream, substitute
+
+from tests.differential.diff_harness import Differ, Session
+from tests.differential.diff_setup import AFTER_ALL, BEFORE_ALL, standard_stream, substitute
 
 pytestmark = pytest.mark.differential
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from diff_harness import Differ, Session
-from diff_raw import DEFAULT_CONNECT, connect_line, hpub, pub
+
+from tests.differential.diff_harness import Differ, Session
+from tests.differential.diff_raw import DEFAULT_CONNECT, connect_line, hpub, pub
 
 pytestmark = pytest.mark.differential
 

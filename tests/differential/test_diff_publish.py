@@ -12,7 +12,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from diff_harness import NO_REPLY_TIMEOUT_S, Differ, Session
+
+from tests.differential.diff_harness import NO_REPLY_TIMEOUT_S, Differ, Session
 
 pytestmark = pytest.mark.differential
 

@@ -7,7 +7,8 @@ subjects map, first_seq on create and after purges and deletes, duplicate_window
 from __future__ import annotations
 
 import pytest
-from diff_harness import Differ, Session
+
+from tests.differential.diff_harness import Differ, Session
 
 pytestmark = pytest.mark.differential
 

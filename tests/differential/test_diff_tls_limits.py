@@ -30,10 +30,10 @@ from typing import Any, TypeVar
 import nats
 import pytest
 import trustme
-from diff_harness import DIFF_AGAINST_ENV
-from diff_mask import mask_json
-from diff_raw import DEFAULT_CONNECT, Frame, RawConn, connect_line
 
+from tests.differential.diff_harness import DIFF_AGAINST_ENV
+from tests.differential.diff_mask import mask_json
+from tests.differential.diff_raw import DEFAULT_CONNECT, Frame, RawConn, connect_line
 from tests.servers import ServerProc, free_port, jetraft_proc, nats_server_proc
 
 pytestmark = pytest.mark.differential

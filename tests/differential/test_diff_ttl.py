@@ -20,9 +20,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from diff_harness import REPLY_TIMEOUT_S, Differ, Session
-from diff_mask import TS_MASK
 from nats.aio.msg import Msg
+
+from tests.differential.diff_harness import REPLY_TIMEOUT_S, Differ, Session
+from tests.differential.diff_mask import TS_MASK
 
 pytestmark = pytest.mark.differential
 

@@ -1,0 +1,1 @@
+"""Differential tests: the same scenario against nats-server and jetraft, compared after masking."""
