@@ -63,7 +63,9 @@ def _parse_in_pieces(cuts: list[int]) -> tuple[list[tuple[Any, ...]], bytes]:
         return collect
 
     for sid in (1, 2, 3):
-        client._subs[sid] = collector(sid)
+        # a fresh client numbers its subscriptions from 1, as the wire frames above assume
+        assert client.subscribe(b"sub." + str(sid).encode(), collector(sid)) == sid
+    transport.written.clear()  # the SUB lines: only what the parser writes is checked
     bounds = [0, *sorted(set(cuts)), len(WIRE)]
     for start, end in itertools.pairwise(bounds):
         protocol.data_received(WIRE[start:end])

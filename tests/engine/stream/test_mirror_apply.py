@@ -76,8 +76,8 @@ def msg(seq: int, subject: str = "S.a", data: bytes = b"x", h: bytes = b"", ts: 
     return MirroredMsg(seq, subject, h, data, ts or T0_NS + seq * S)
 
 
-def stored(stream: Stream) -> list[StoredMsg]:
-    return list(stream._store.scan())
+def stored(h: Harness) -> list[StoredMsg]:
+    return list(h.store.scan())
 
 
 @pytest.fixture(params=STORE_KINDS)
@@ -198,9 +198,10 @@ def feed(m: MetaCommitHarness, live: list[MirroredMsg], plan: list[tuple[int, in
         assert (m.stream.content_digest(), m.stream.state()) == before
 
 
-def assert_mirrors(mirror: Stream, upstream: Stream) -> None:
+def assert_mirrors(mirror_h: Harness, up_h: Harness) -> None:
     """The mirror holds exactly the upstream's live messages and reports nats-server's state."""
-    assert [tuple(x) for x in stored(mirror)] == [tuple(x) for x in stored(upstream)]
+    mirror, upstream = mirror_h.stream, up_h.stream
+    assert [tuple(x) for x in stored(mirror_h)] == [tuple(x) for x in stored(up_h)]
     assert mirror.content_digest() == upstream.content_digest()
     m, u = mirror.state(), upstream.state()
     assert (m.messages, m.bytes, m.num_subjects) == (u.messages, u.bytes, u.num_subjects)
@@ -208,10 +209,10 @@ def assert_mirrors(mirror: Stream, upstream: Stream) -> None:
     if u.messages == 0:
         assert (m.messages, m.last_seq, m.first_seq) == (0, 0, 0)
         return
-    live_last = stored(upstream)[-1].seq
+    live_last = stored(up_h)[-1].seq
     assert (m.first_seq, m.first_ts_ns) == (u.first_seq, u.first_ts_ns)
     assert m.last_seq == live_last
-    assert m.last_ts_ns == stored(upstream)[-1].ts_ns
+    assert m.last_ts_ns == stored(up_h)[-1].ts_ns
     if live_last == u.last_seq:
         assert m.num_deleted == u.num_deleted
         assert mirror.deleted_seqs() == upstream.deleted_seqs()
@@ -231,10 +232,10 @@ def _mirror_case(
         try:
             for op in ops:
                 run_upstream_op(up, op)
-            live = [mirrored(x) for x in stored(up.stream)]
+            live = [mirrored(x) for x in stored(up)]
             feed(m, live, plan)
-            assert_mirrors(m.stream, up.stream)
-            check_against_store(m.stream, storage)
+            assert_mirrors(m, up)
+            check_against_store(m, storage)
             replayed = m.replay_into_fresh()
             assert replayed.digest() == m.stream.digest()
             assert replayed.content_digest() == up.stream.content_digest()
@@ -294,12 +295,12 @@ def test_following_a_changing_upstream(limits: dict[str, Any], ops: list[tuple[A
                 run_upstream_op(up, op)
         while len(pull(0, 3)) == 3:
             pass
-        assert {x.seq: tuple(x) for x in stored(m.stream)} == model
-        mirror_seqs = {x.seq for x in stored(m.stream)}
-        up_live = stored(up.stream)
+        assert {x.seq: tuple(x) for x in stored(m)} == model
+        mirror_seqs = {x.seq for x in stored(m)}
+        up_live = stored(up)
         assert {x.seq for x in up_live} <= mirror_seqs
         assert m.stream.last_seq == (up_live[-1].seq if up_live else last)
-        check_against_store(m.stream, "memory")
+        check_against_store(m, "memory")
         assert m.replay_into_fresh().digest() == m.stream.digest()
 
 
@@ -358,18 +359,18 @@ def test_mirror_limits_keep_what_a_publish_would(
                     x.seq for x, r in zip(new, published, strict=True) if r.error is None
                 ]
                 pos += advance
-            mine = [(x.subject, x.data, x.ts_ns) for x in stored(m.stream)]
-            theirs = [(x.subject, x.data) for x in stored(ref.stream)]
+            mine = [(x.subject, x.data, x.ts_ns) for x in stored(m)]
+            theirs = [(x.subject, x.data) for x in stored(ref)]
             assert [x[:2] for x in mine] == theirs
             expected_ts = {x.seq: x.ts_ns for x in live}
-            assert all(expected_ts[x.seq] == x.ts_ns for x in stored(m.stream))
+            assert all(expected_ts[x.seq] == x.ts_ns for x in stored(m))
             state = m.stream.state()
             assert state.last_seq == (live[-1].seq if live else 0)
             assert (state.messages, state.bytes) == (
                 ref.stream.state().messages,
                 ref.stream.state().bytes,
             )
-            check_against_store(m.stream, storage)
+            check_against_store(m, storage)
             assert m.replay_into_fresh().digest() == m.stream.digest()
         finally:
             m.close()
@@ -381,7 +382,7 @@ def test_max_age_expires_by_upstream_time(make: Any) -> None:
     m.mirror(msg(1, ts=T0_NS), msg(2, ts=T0_NS + 5 * S), msg(3, ts=T0_NS + 20 * S))
     assert m.apply(ExpireEntry(T0_NS + 12 * S)) == [1]
     assert m.apply(ExpireEntry(T0_NS + 16 * S)) == [2]
-    assert [x.seq for x in stored(m.stream)] == [3]
+    assert [x.seq for x in stored(m)] == [3]
     assert m.stream.state().first_seq == 3
 
 
@@ -497,7 +498,7 @@ def test_publish_header_checks_do_not_apply(make: Any) -> None:
     ]
     msgs = [msg(i + 1, h=h) for i, h in enumerate(headers)]
     assert m.mirror(*msgs) == [x.seq for x in msgs]
-    assert [(x.seq, x.hdr) for x in stored(m.stream)] == [(x.seq, x.hdr) for x in msgs]
+    assert [(x.seq, x.hdr) for x in stored(m)] == [(x.seq, x.hdr) for x in msgs]
     assert m.stream.state().messages == len(msgs)
 
 
@@ -522,7 +523,7 @@ def test_ttl_is_enforced_with_allow_msg_ttl(make: Any) -> None:
     assert m.apply(ExpireEntry(T0_NS + 1 * S)) == []
     assert m.apply(ExpireEntry(T0_NS + 2 * S)) == [1]
     assert m.apply(ExpireEntry(T0_NS + 1000 * S)) == []
-    assert [x.seq for x in stored(m.stream)] == [2, 3, 4]
+    assert [x.seq for x in stored(m)] == [2, 3, 4]
 
 
 def test_turning_allow_msg_ttl_on_tracks_mirrored_ttls(make: Any) -> None:

@@ -45,7 +45,7 @@ def test_a_reply_holds_exactly_the_matching_live_messages_from_the_start(
         first = start or h.stream.first_seq
         matching = [
             m
-            for m in h.stream._store.scan()
+            for m in h.store.scan()
             if m.seq >= first
             and (subject_filter in ("", ">") or _matches(m.subject, subject_filter))
         ]

@@ -223,7 +223,7 @@ def _run(
             assert not applier.skipped and resume_request(follower.store) is None
             follower.stream = applier.stream
             assert_same(follower.stream, leader.stream)
-            check_against_store(follower.stream, config["storage"])
+            check_against_store(follower, config["storage"])
             if store_kind == "file":
                 assert_same(follower.reopen(), leader.stream)
 

@@ -113,9 +113,11 @@ def _match(f: str, subject: str) -> bool:
     return f in ("", ">") or subject_matches(f, subject)
 
 
-def check_against_store(stream: Stream, storage: str) -> None:
-    """The index, state and every StreamView query agree with a scan of the store."""
-    msgs = list(stream._store.scan())
+def check_against_store(h: Harness, storage: str) -> None:
+    """The index, state and every StreamView query of ``h``'s stream agree with a scan of the
+    store it runs on (the harness's own handle: the stream does not hand its store out)."""
+    stream = h.stream
+    msgs = list(h.store.scan())
     seqs = [m.seq for m in msgs]
     state = stream.state()
     assert state.messages == len(msgs)
@@ -232,7 +234,7 @@ def run_ops(h: Harness, ops: list[tuple[Any, ...]], tracker: Tracker) -> None:
             tracker.reopened = True
             assert snapshot(h.stream) == answers
             assert h.stream.applied_index == h.index
-        check_against_store(h.stream, storage)
+        check_against_store(h, storage)
         check_limits(h.stream, tracker)
         for m in h.store.scan():
             assert tracker.published[m.seq] == (m.subject, m.data)
