@@ -56,9 +56,13 @@ ASK_SERVED_BY = {SERVED_BY_HEADER: "1"}
 WRITERS = 3
 WRITES_PER_WRITER = 50
 ROUND_REQUESTS = 12
-ROUNDS_MAX = 10
+# The queue group spreads requests over the replicas at random: tests that need one replica to
+# get a request send rounds of them until it has, for at most this long (far more than needed).
+ROUTED_DEADLINE_S = 60.0
+# Under load, the writers go on past WRITES_PER_WRITER until a follower has answered a read and a
+# read has waited for its sequence, for at most this long.
+LOAD_DEADLINE_S = 60.0
 ANSWERED_SHARE_MIN = 0.5
-STALL_S = 0.1  # well below DIRECT_GET_MIN_SEQ_WAIT_S: a stalled follower's reads wait, then pass
 
 
 # ---- one host on a bare router ----------------------------------------------------------------
@@ -255,13 +259,30 @@ async def test_reads_under_load_are_never_stale_and_spread(
     last_ack: dict[str, int] = {}
     reads: list[tuple[Read, str]] = []  # (read, name of the leader when it was answered)
     stale_without_min = 0
+    plain_reads = 0
+    deadline = time.monotonic() + LOAD_DEADLINE_S
+
+    def parked_reads() -> int:
+        return sum(h.direct.parked for i in c.live() if (h := c.replica(i, "RYW")))
+
+    def answered_by_followers() -> int:
+        return sum(1 for r, leader in reads if r.status is None and r.served_by != leader)
+
+    def seen_enough() -> bool:
+        """What the test must see besides fresh reads: followers answering, a read waiting."""
+        return answered_by_followers() > 0 and parked_reads() > 0
 
     async def writer(w: int) -> None:
-        nonlocal stale_without_min
+        nonlocal stale_without_min, plain_reads
         js = conns[w % len(conns)].jetstream(timeout=REQUEST_TIMEOUT_S)
         own = f"ryw.w{w}"
         other = f"ryw.w{(w + 1) % WRITERS}"
-        for i in range(WRITES_PER_WRITER):
+        i = 0
+        # which replica answers is up to the queue group: a fixed count of writes may by chance
+        # never show a follower answering or a read parked, so go on until both were seen
+        while i < WRITES_PER_WRITER or not seen_enough():
+            if time.monotonic() > deadline:
+                break  # the assertions below say what was never seen
             ack = await js.publish(own, f"{w}-{i}".encode())
             last_ack[own] = ack.seq
             nc = conns[(w + i) % len(conns)]
@@ -281,12 +302,16 @@ async def test_reads_under_load_are_never_stale_and_spread(
                 assert known == 0
             # the same read without the field: may be stale (counted, for the report)
             plain = await direct_get(nc, "RYW", {"last_by_subj": own})
+            plain_reads += 1
             if plain.seq < ack.seq:
                 stale_without_min += 1
+            i += 1
 
     async def stall_a_follower() -> None:
-        """Stop one follower's applies for a moment, again and again: reads it gets meanwhile
-        need a sequence it does not have yet (a replica lagging under load, exaggerated)."""
+        """Stop one follower's applies until a read needing a sequence it does not have yet is
+        parked there (a replica lagging under load, exaggerated), let it catch up and answer,
+        again and again. Each stall ends on what it waits for, not after a set time, so the
+        parked reads are answered (well within DIRECT_GET_MIN_SEQ_WAIT_S) once it applies."""
         leader = c.leader_of("RYW")
         follower = next(i for i in c.live() if i != leader)
         host = c.replica(follower, "RYW")
@@ -294,9 +319,17 @@ async def test_reads_under_load_are_never_stale_and_spread(
         try:
             while not done.is_set():
                 host.group.paused = True
-                await asyncio.sleep(STALL_S)
+                await wait_for(
+                    lambda: host.direct.waiting > 0 or done.is_set(),
+                    "a read parked on the stalled follower",
+                    LOAD_DEADLINE_S,
+                )
                 _resume(c, follower)
-                await asyncio.sleep(STALL_S)
+                await wait_for(
+                    lambda: host.direct.waiting == 0 or done.is_set(),
+                    "the stalled follower to answer its parked reads",
+                    LOAD_DEADLINE_S,
+                )
         finally:
             _resume(c, follower)
 
@@ -312,13 +345,12 @@ async def test_reads_under_load_are_never_stale_and_spread(
     assert len(answered) + len(refused) == len(reads), [r.status for r, _ in reads]
     assert all(r.description == NOT_APPLIED_DESCRIPTION for r in refused)
     assert len(answered) >= ANSWERED_SHARE_MIN * len(reads)
-    by_followers = sum(1 for r, leader in reads if r.status is None and r.served_by != leader)
-    parked = sum(h.direct.parked for i in c.live() if (h := c.replica(i, "RYW")))
+    by_followers = answered_by_followers()
+    parked = parked_reads()
     print(
         f"\nread-your-writes under load: {len(reads)} reads, {len(refused)} x 412, "
         f"{by_followers} answered by followers, {parked} waited for their sequence; "
-        f"{stale_without_min} of "
-        f"{WRITERS * WRITES_PER_WRITER} reads without min_last_seq were stale"
+        f"{stale_without_min} of {plain_reads} reads without min_last_seq were stale"
     )
     assert by_followers > 0  # reads still spread over the replicas
     assert parked > 0  # and some of them did wait for their sequence
@@ -331,7 +363,8 @@ def _leader_name(c: InProcessCluster) -> str:
 
 async def _lagging_follower(c: InProcessCluster, conns: list[NATS]) -> tuple[int, int, int]:
     """Publish "old", let every replica apply it, pause one follower's Raft group, publish
-    "new". Returns (follower index, seq of old, seq of new)."""
+    "new" and let the other replicas apply it. Returns (follower index, seq of old, seq of
+    new)."""
     js = conns[0].jetstream(timeout=REQUEST_TIMEOUT_S)
     old = await js.publish("ryw.lag", b"old")
     await wait_for(
@@ -345,6 +378,15 @@ async def _lagging_follower(c: InProcessCluster, conns: list[NATS]) -> tuple[int
     host.group.paused = True  # the driver skips its ticks: nothing more is applied there
     new = await js.publish("ryw.lag", b"new")
     assert host.stream.last_seq == old.seq
+    # the other follower too, so that only the paused one can answer late (not a slow apply)
+    await wait_for(
+        lambda: all(
+            (h := c.replica(i, "RYW")) and h.stream.last_seq >= new.seq
+            for i in c.live()
+            if i != follower
+        ),
+        "the other replicas to apply the second write",
+    )
     return follower, old.seq, new.seq
 
 
@@ -363,11 +405,13 @@ async def test_a_lagging_follower_answers_412_not_stale_data(
     lagging = f"n{follower}"
     with_min: list[Read] = []
     without_min: list[Read] = []
-    for _ in range(ROUNDS_MAX):
-        if any(r.served_by == lagging for r in with_min) and any(
-            r.served_by == lagging for r in without_min
-        ):
-            break
+    deadline = time.monotonic() + ROUTED_DEADLINE_S
+    while not (
+        any(r.served_by == lagging for r in with_min)
+        and any(r.served_by == lagging for r in without_min)
+    ):
+        if time.monotonic() > deadline:
+            break  # the assertions below say which kind it never got
         body = {"last_by_subj": "ryw.lag"}
         batch = await asyncio.gather(
             *(
@@ -442,7 +486,8 @@ async def _park_at(
 ) -> list[asyncio.Task[Read]]:
     """Send requests (spread by the queue group) until ``host`` holds one of them parked."""
     tasks: list[asyncio.Task[Read]] = []
-    for _ in range(ROUNDS_MAX):
+    deadline = time.monotonic() + ROUTED_DEADLINE_S
+    while time.monotonic() < deadline:
         tasks.extend(
             asyncio.create_task(direct_get(conns[k % 3], "RYW", body))
             for k in range(ROUND_REQUESTS)
