@@ -21,15 +21,22 @@ appended and removed while applying one entry is exactly that entry's effect, so
 drift from the state. Rows are written (flushed to the OS) after each apply, not fsynced: a kill
 may lose the last rows, never invent one.
 
-Must never: change what is stored, or cost anything when disabled.
+A replica reports its apply path to an ``ApplyObserver`` unconditionally; ``observe_applies``
+picks it when the replica is built: with an apply log, an ``ApplyLogObserver`` over the replica's
+store wrapped in an ``ObservedStore``; without, ``NO_APPLY_OBSERVER`` and the store untouched.
+
+Must never: change what is stored, or cost anything when disabled (the store is then not
+wrapped, and the apply path makes a few calls that do nothing per entry, none per message).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from engine.entries import (
     BatchCommitEntry,
@@ -38,36 +45,85 @@ from engine.entries import (
     ExpireEntry,
     PurgeEntry,
 )
-from engine.store import MessageStore, StoredMsg
+from engine.store import CorruptRecord, MessageStore, StoredMsg
+from engine.stream import Stream
 from engine.ttl import is_subject_delete_marker
 
 DEFAULT_NAME = "applied.jsonl"
 
 
+# One store event: ("append", StoredMsg), ("remove", (seq, StoredMsg | None)) or
+# ("remove_through", seq).
+StoreEvent = tuple[str, Any]
+
+
 class ObservedStore:
-    """A ``MessageStore`` that records appends and removals for the apply log."""
+    """A ``MessageStore`` over another that records appends and removals for the apply log.
+
+    Every method of the interface is written out, none forwarded by attribute lookup: the type
+    checker holds this class to ``MessageStore`` where ``observe_applies`` returns it as one, so
+    a method added to the interface must be added here too."""
+
+    __slots__ = ("_events", "_inner")
 
     def __init__(self, inner: MessageStore) -> None:
         self._inner = inner
-        self.events: list[tuple[str, Any]] = []
+        self._events: list[StoreEvent] = []
 
+    def take_events(self) -> list[StoreEvent]:
+        """What was appended and removed since the last take (or forget), oldest first."""
+        events, self._events = self._events, []
+        return events
+
+    def forget_events(self) -> None:
+        self._events.clear()
+
+    # --- the events -----------------------------------------------------------------------
     def append(self, msg: StoredMsg) -> None:
         self._inner.append(msg)
-        self.events.append(("append", msg))
+        self._events.append(("append", msg))
 
     def remove(self, seq: int, *, erase: bool = False) -> bool:
         before = self._inner.load(seq)  # what is removed, for the row (only while logging)
         removed = self._inner.remove(seq, erase=erase)
         if removed:
-            self.events.append(("remove", (seq, before)))
+            self._events.append(("remove", (seq, before)))
         return removed
 
     def remove_through(self, seq: int) -> None:
         self._inner.remove_through(seq)
-        self.events.append(("remove_through", seq))
+        self._events.append(("remove_through", seq))
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+    # --- the rest of the interface, unobserved ----------------------------------------------
+    def load(self, seq: int) -> StoredMsg | None:
+        return self._inner.load(seq)
+
+    def scan(self) -> Iterator[StoredMsg]:
+        return self._inner.scan()
+
+    def set_meta(self, meta: bytes) -> None:
+        self._inner.set_meta(meta)
+
+    def get_meta(self) -> bytes | None:
+        return self._inner.get_meta()
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def fsync(self) -> None:
+        self._inner.fsync()
+
+    def sync(self) -> None:
+        self._inner.sync()
+
+    def corrupt_records(self) -> list[CorruptRecord]:
+        return self._inner.corrupt_records()
+
+    def recovery_notes(self) -> list[str]:
+        return self._inner.recovery_notes()
+
+    def close(self) -> None:
+        self._inner.close()
 
 
 def _payload_id(data: bytes) -> str | None:
@@ -94,7 +150,7 @@ class ApplyLog:
         index: int,
         term: int,
         entry: Entry | None,
-        events: list[tuple[str, Any]],
+        events: list[StoreEvent],
     ) -> None:
         """Rows for what applying ``entry`` at ``index`` did; ``entry`` None means a state
         transfer brought the replica to ``index`` (removals then carry ``reason: transfer``)."""
@@ -166,3 +222,101 @@ class ApplyLog:
 
     def close(self) -> None:
         self._file.close()
+
+
+class ApplyObserver(Protocol):
+    """What a replica's apply path reports, whether or not anyone logs it."""
+
+    def opened(self, stream: Stream) -> None:
+        """The replica opened ``stream`` (before it applies anything)."""
+        ...
+
+    def applying(self) -> None:
+        """An entry is about to be applied: store changes made before it are not its effect."""
+        ...
+
+    def applied(
+        self, stream: Stream, index: int, term_of: Callable[[int], int], raw: bytes, entry: Entry
+    ) -> None:
+        """``entry`` (encoded: ``raw``) was applied at ``index``; ``term_of(index)`` is its term,
+        asked only by an observer that needs it."""
+        ...
+
+    def transferred(self, stream: Stream) -> None:
+        """A state transfer brought ``stream`` to its applied index."""
+        ...
+
+
+class _NoApplyObserver:
+    """The observer of a replica without an apply log: nothing to do."""
+
+    def opened(self, stream: Stream) -> None:
+        pass
+
+    def applying(self) -> None:
+        pass
+
+    def applied(
+        self, stream: Stream, index: int, term_of: Callable[[int], int], raw: bytes, entry: Entry
+    ) -> None:
+        pass
+
+    def transferred(self, stream: Stream) -> None:
+        pass
+
+
+NO_APPLY_OBSERVER: ApplyObserver = _NoApplyObserver()
+
+
+class ApplyLogObserver:
+    """Writes one replica's rows to the apply log, from what its ``ObservedStore`` saw."""
+
+    def __init__(self, log: ApplyLog, stream_name: str, store: ObservedStore) -> None:
+        self._log = log
+        self._name = stream_name  # a stream is never renamed: fixed for the replica's life
+        self._store = store
+
+    def opened(self, stream: Stream) -> None:
+        self._log.record_marker(
+            self._name,
+            "open",
+            stream.applied_index,
+            config=json.loads(stream.config.model_dump_json()),
+            created_ns=stream.created_ns,
+            digest=stream.digest().hex(),
+        )
+
+    def applying(self) -> None:
+        # a state transfer cut short, or the engine opening on the store, changed it outside
+        # any entry: not this entry's effect
+        self._store.forget_events()
+
+    def applied(
+        self, stream: Stream, index: int, term_of: Callable[[int], int], raw: bytes, entry: Entry
+    ) -> None:
+        term = term_of(index)
+        self._log.record_marker(
+            self._name,
+            "entry",
+            index,
+            term=term,
+            entry=base64.b64encode(raw).decode(),
+            digest=stream.digest().hex(),
+        )
+        self._log.record(self._name, index, term, entry, self._store.take_events())
+
+    def transferred(self, stream: Stream) -> None:
+        index = stream.applied_index
+        self._log.record(self._name, index, 0, None, self._store.take_events())
+        self._log.record_marker(self._name, "transfer", index, digest=stream.digest().hex())
+
+
+def observe_applies(
+    log: ApplyLog | None, stream_name: str, store: MessageStore
+) -> tuple[MessageStore, ApplyObserver]:
+    """The store a replica's engine should write to and the observer of its apply path: chosen
+    once, when the replica is built, so the apply path never asks whether a log is kept."""
+    if log is None:
+        return store, NO_APPLY_OBSERVER
+    observed = ObservedStore(store)
+    return observed, ApplyLogObserver(log, stream_name, observed)

@@ -25,16 +25,14 @@ commit; expire on a follower's clock; answer MSG.GET without a barrier.
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
-import json
 import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cluster.apply_log import ApplyLog, ObservedStore
+from cluster.apply_log import NO_APPLY_OBSERVER, ApplyObserver
 from cluster.batching import BatchContext
 from cluster.raft import NotLeaderError, RaftDriver, RaftGroup
 from cluster.router import Router
@@ -90,7 +88,7 @@ class ReplicatedStreamHost(StreamHost):
         driver: RaftDriver,
         batch_context: BatchContext | None = None,
         on_leader_change: Callable[[ReplicatedStreamHost], None] | None = None,
-        apply_log: ApplyLog | None = None,
+        apply_observer: ApplyObserver = NO_APPLY_OBSERVER,
     ) -> None:
         super().__init__(
             stream, store, router, durable=False, batch_context=batch_context, node_name=self_id
@@ -104,7 +102,7 @@ class ReplicatedStreamHost(StreamHost):
         self._barrier: asyncio.Future[int] | None = None
         self._was_leader = False
         self._on_leader_change = on_leader_change
-        self.apply_log = apply_log
+        self.apply_observer = apply_observer
         self.transfers_received = 0
         self._catchup_task: asyncio.Task[None] | None = None
         self._transfer: tuple[int, TransferApplier, asyncio.Future[None]] | None = None
@@ -126,15 +124,7 @@ class ReplicatedStreamHost(StreamHost):
 
     # --- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
-        if self.apply_log is not None:
-            self.apply_log.record_marker(
-                self.name,
-                "open",
-                self.stream.applied_index,
-                config=json.loads(self.config.model_dump_json()),
-                created_ns=self.stream.created_ns,
-                digest=self.stream.digest().hex(),
-            )
+        self.apply_observer.opened(self.stream)
         self.driver.add(self.group)
         self._task = asyncio.get_running_loop().create_task(self._propose_loop())
         self.refresh_subscriptions()
@@ -351,23 +341,11 @@ class ReplicatedStreamHost(StreamHost):
             raise AssertionError(f"unknown stream command {kind}")
         if index <= self.stream.applied_index:
             return None  # replayed after a restart: the store already holds its effect
-        entry = decode_entry(payload[1:])
-        observed = self.store if self.apply_log is not None else None
-        if isinstance(observed, ObservedStore):
-            observed.events.clear()
+        raw = payload[1:]
+        entry = decode_entry(raw)
+        self.apply_observer.applying()
         result = self.stream.apply(index, entry)
-        if isinstance(observed, ObservedStore) and self.apply_log is not None:
-            term = self.group.term_of(index)
-            self.apply_log.record_marker(
-                self.name,
-                "entry",
-                index,
-                term=term,
-                entry=base64.b64encode(payload[1:]).decode(),
-                digest=self.stream.digest().hex(),
-            )
-            self.apply_log.record(self.name, index, term, entry, observed.events)
-            observed.events.clear()
+        self.apply_observer.applied(self.stream, index, self.group.term_of, raw, entry)
         if isinstance(entry, UpdateConfigEntry):
             self._batches.config_changed(self.config)
             asyncio.get_running_loop().call_soon(self.refresh_subscriptions)
@@ -443,12 +421,7 @@ class ReplicatedStreamHost(StreamHost):
             if not applier.skipped:
                 self.stream = applier.stream
                 self.direct.wake()
-            if isinstance(self.store, ObservedStore) and self.apply_log is not None:
-                index = self.stream.applied_index
-                self.apply_log.record(self.name, index, 0, None, self.store.events)
-                self.store.events.clear()
-                digest = self.stream.digest().hex()
-                self.apply_log.record_marker(self.name, "transfer", index, digest=digest)
+            self.apply_observer.transferred(self.stream)
             self.store.sync()
             self.transfers_received += 1
             log.info(

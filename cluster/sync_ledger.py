@@ -1,11 +1,12 @@
 """The fsync ledger: what a node has made durable, for the chaos harness's power-loss nemesis.
 
-With ``JETRAFT_SYNC_LEDGER=PATH`` set, every fsync of a regular file by the stores and the Raft
-journal appends ``<inode>\\t<size>\\t<path>`` to PATH (``O_APPEND``, no fsync of its own: the
-ledger must survive a process kill, not a real power cut, which the harness only simulates).
-After SIGKILLing every node, the harness truncates each data file to the size its inode last had
-when fsynced (never fsynced: to zero) — the data a power cut could lose. Inodes, not paths,
-because files reach their final names by rename after their fsync.
+With ``JETRAFT_SYNC_LEDGER=PATH`` set, every fsync of a regular file by the node appends
+``<inode>\\t<size>\\t<path>`` to PATH: the stores, the Raft journal and snapshots and the config
+files all fsync through ``engine.disk.fsync``, which this module observes. The ledger is written
+with ``O_APPEND`` and no fsync of its own: it must survive a process kill, not a real power cut,
+which the harness only simulates. After SIGKILLing every node, the harness truncates each data
+file to the size its inode last had when fsynced (never fsynced: to zero) — the data a power cut
+could lose. Inodes, not paths, because files reach their final names by rename after their fsync.
 
 Must never: change what is written or when it is synced; cost anything when the variable is unset.
 """
@@ -15,22 +16,16 @@ from __future__ import annotations
 import os
 import stat
 
-from engine import filestore
+from engine import disk
 
 LEDGER_ENV = "JETRAFT_SYNC_LEDGER"
 
 _ledger_fd: int | None = None
 
 
-def fsync(fd: int) -> None:
-    """``os.fsync`` that also records the file in the ledger when one is configured."""
-    os.fsync(fd)
-    if _ledger_fd is not None:
-        _note(fd)
-
-
 def _note(fd: int) -> None:
-    assert _ledger_fd is not None
+    """The fsync observer: one ledger line for a regular file (directories are not truncated)."""
+    assert _ledger_fd is not None  # registered only once the ledger is open
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -42,11 +37,11 @@ def _note(fd: int) -> None:
 
 
 def install_from_env() -> bool:
-    """Open the ledger named by the environment, if any, and hook the file store's fsyncs."""
+    """Open the ledger named by the environment, if any, and observe every fsync of the node."""
     global _ledger_fd
     path = os.environ.get(LEDGER_ENV)
     if not path or _ledger_fd is not None:
         return _ledger_fd is not None
     _ledger_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    filestore.observe_fsync(_note)
+    disk.observe_fsync(_note)
     return True

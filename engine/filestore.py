@@ -12,7 +12,8 @@ thread keeps appending and flushing (group commit). This module imports ``thread
 ``Lock`` and nothing else: the lock guards the set of fds awaiting fsync, and a segment fd is never
 closed while a worker fsyncs it (its close is deferred to the end of that fsync). An ``fsync``
 error propagates and is not retried (after a failed fsync Linux may drop the dirty pages: the
-caller must treat the store as lost, as PostgreSQL does).
+caller must treat the store as lost, as PostgreSQL does). Every fsync goes through
+``engine/disk.py``, the node's one fsync, so the fsync ledger sees these files too.
 
 Removal and erase. Removal is a REMOVE or REMOVE_THROUGH record; ``erase=True`` also zeroes the
 message record in place after its header (``records.erase_patch``). An erased record fails its CRC
@@ -76,11 +77,11 @@ import threading
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine import records
+from engine import disk, records
 from engine.records import RecordType, WalkedRecord, WalkStop
 from engine.store import CorruptRecord, StoredMsg
 
@@ -136,22 +137,6 @@ class _Segment:
 
     def location(self, offset: int) -> str:
         return f"{self.name}@{offset}"
-
-
-# Observers of every fsync of this module's files (the chaos harness's fsync ledger); empty in
-# normal operation. They see the fd after the fsync returned and must not write to it.
-FsyncObserver = Callable[[int], None]
-_fsync_observers: list[FsyncObserver] = []
-
-
-def observe_fsync(observer: FsyncObserver) -> None:
-    _fsync_observers.append(observer)
-
-
-def _fsync(fd: int) -> None:
-    os.fsync(fd)
-    for observer in _fsync_observers:
-        observer(fd)
 
 
 class FileStore:
@@ -306,7 +291,7 @@ class FileStore:
                 self._fsyncing_fds[fd] = self._fsyncing_fds.get(fd, 0) + 1
         try:
             for fd in fds:
-                _fsync(fd)
+                disk.fsync(fd)
         finally:
             with self._lock:
                 for fd in fds:
@@ -588,7 +573,7 @@ class FileStore:
         self._corrupt_unknown = [c for c in self._corrupt_unknown if c[1] != seg.seg_id]
         self._close_fd(seg.fd)
         os.unlink(self._dir / seg.name)
-        _fsync(self._dir_fd)  # gone for good before any segment referring to it may go
+        disk.fsync(self._dir_fd)  # gone for good before any segment referring to it may go
 
     def _compact(self, seg: _Segment) -> None:
         """Rewrites ``seg`` with only what still matters: live messages, removals of messages in
@@ -661,11 +646,11 @@ class FileStore:
         fd = os.open(tmp_path, _OPEN_FLAGS | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
         try:
             _pwrite_all(fd, content, 0)
-            _fsync(fd)
+            disk.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp_path, path)
-        _fsync(self._dir_fd)
+        disk.fsync(self._dir_fd)
         new_fd = os.open(path, _OPEN_FLAGS)
         old_fd, seg.fd = seg.fd, new_fd
         self._close_fd(old_fd)
@@ -715,7 +700,7 @@ class FileStore:
         self._reclaim_due = True
         self._reclaim()
         if self._notes:
-            _fsync(self._dir_fd)
+            disk.fsync(self._dir_fd)
 
     def _roll_back_to_last_meta(self, segments: list[tuple[int, str]]) -> list[tuple[int, str]]:
         """Discards every record after the last intact META record (the commit point, see
@@ -747,7 +732,7 @@ class FileStore:
                 fd = os.open(path, _OPEN_FLAGS)
                 try:
                     os.ftruncate(fd, commit_end)
-                    _fsync(fd)
+                    disk.fsync(fd)
                 finally:
                     os.close(fd)
             for _later_id, later_name in segments[pos + 1 :]:
@@ -801,7 +786,7 @@ class FileStore:
             f"{seg.location(offset)}: {reason}; truncated {seg.size_bytes - offset} torn bytes"
         )
         os.ftruncate(seg.fd, offset)
-        _fsync(seg.fd)
+        disk.fsync(seg.fd)
         seg.size_bytes = seg.flushed_bytes = offset
 
     def _recover_record(

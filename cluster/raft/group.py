@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from cluster import sync_ledger
 from cluster.raft.adapter import CoreSettings, SyncObjCore
 from cluster.raft.journal import DurableJournal, JournalEntry
 from cluster.raft.transport import RaftTransport
+from engine import disk
 from protocol.raft_messages import (
     APPEND_ENTRIES,
     COMMAND_NO_OP,
@@ -188,7 +188,7 @@ class RaftGroup:
         with open(path, "wb") as f:
             f.write(json.dumps(doc).encode())
             f.flush()
-            sync_ledger.fsync(f.fileno())
+            disk.fsync(f.fileno())
         log.debug("group %s: snapshot at index %d", self.group_name, last[1])
 
     def _read_snapshot(self, path: str) -> tuple[JournalEntry, JournalEntry]:

@@ -71,7 +71,7 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import Any, Final, TypeGuard, overload
 
-from cluster import sync_ledger
+from engine import disk
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ class DurableJournal:
             self._end = self._recover_log()
             # What a crashed predecessor wrote may sit only in the page cache: make it (and any
             # rename it did) durable, so that synced_index may cover every recovered entry.
-            sync_ledger.fsync(self._fd)
+            disk.fsync(self._fd)
             self._fsync_dir()
         except BaseException:
             if self._fd >= 0:
@@ -327,7 +327,7 @@ class DurableJournal:
             fd = os.dup(self._fd) if gen != self._synced_generation else -1
         if fd >= 0:
             try:
-                sync_ledger.fsync(fd)
+                disk.fsync(fd)
             except OSError as exc:
                 self._fail(f"fsync failed: {exc}")
                 raise
@@ -415,7 +415,7 @@ class DurableJournal:
     def _fsync_dir(self) -> None:
         fd = os.open(self._dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
         try:
-            sync_ledger.fsync(fd)
+            disk.fsync(fd)
         finally:
             os.close(fd)
 
@@ -426,7 +426,7 @@ class DurableJournal:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _CLOEXEC, _FILE_MODE)
             try:
                 _pwrite_all(fd, content, 0)
-                sync_ledger.fsync(fd)
+                disk.fsync(fd)
             finally:
                 os.close(fd)
         except BaseException:

@@ -14,8 +14,20 @@ import nats
 import pytest
 
 from cluster import cli
-from engine.entries import decode_entry
+from cluster.apply_log import NO_APPLY_OBSERVER, ApplyLog, observe_applies
+from engine.entries import (
+    BatchCommitEntry,
+    DeleteMsgEntry,
+    Entry,
+    ExpireEntry,
+    InboundMsg,
+    PublishEntry,
+    PurgeEntry,
+    decode_entry,
+    encode_entry,
+)
 from engine.memstore import MemoryStore
+from engine.store import StoredMsg
 from engine.stream import Stream
 from protocol.models import StreamConfig
 from tests.cluster.inprocess import InProcessCluster, wait_for
@@ -101,6 +113,132 @@ async def test_every_replica_logs_the_same_events(
     out = tmp_path / "export.jsonl"
     assert cli.main(["log", "export", "--store_dir", str(tmp_path / "n2"), "--out", str(out)]) == 0
     assert _rows(out) == logs[2]
+
+
+def test_without_a_log_the_store_is_left_alone_and_the_observer_does_nothing() -> None:
+    store = MemoryStore()
+    chosen, observer = observe_applies(None, "A", store)
+    assert chosen is store
+    assert observer is NO_APPLY_OBSERVER
+
+
+T0_NS = 1_800_000_000_000_000_000
+S_NS = 1_000_000_000
+
+
+def _inbound(subject: str, msg_id: str) -> InboundMsg:
+    return InboundMsg(subject, b"", json.dumps({"id": msg_id}).encode())
+
+
+def test_the_log_observer_writes_each_applys_and_transfers_effect(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Driven as a replica drives it; the rows' fields and key order are the file format the
+    chaos harness and Spark read."""
+    monkeypatch.setattr("cluster.apply_log.time.time_ns", lambda: 7)
+    path = tmp_path / "applied.jsonl"
+    log = ApplyLog(path, "n1")
+    cfg = StreamConfig(
+        name="A",
+        subjects=["a.>"],
+        max_msgs_per_subject=2,
+        allow_msg_ttl=True,
+        subject_delete_marker_ttl=60 * S_NS,
+        max_age=10 * S_NS,
+        allow_atomic=True,
+    )
+    store, observer = observe_applies(log, "A", MemoryStore())
+    stream = Stream(cfg, store, T0_NS)
+    observer.opened(stream)
+    store.remove_through(0)  # a change outside any entry: no row of the next entry's
+    entries: list[Entry] = [
+        PublishEntry(T0_NS, (_inbound("a.x", "p0"), _inbound("a.x", "p1"), _inbound("a.y", "p2"))),
+        PublishEntry(T0_NS + 1, (_inbound("a.x", "p3"), InboundMsg("a.z", b"", b"not json"))),
+        BatchCommitEntry(T0_NS + 2, "b1", (_inbound("a.b", "q0"), _inbound("a.b", "q1")), True),
+        DeleteMsgEntry(T0_NS + 3, 3, False),
+        PurgeEntry(T0_NS + 4, "a.b", 0, 0),
+        ExpireEntry(T0_NS + 20 * S_NS),
+        PublishEntry(T0_NS + 21 * S_NS, (_inbound("a.x", "r0"), _inbound("a.w", "r1"))),
+        PurgeEntry(T0_NS + 22 * S_NS, "", 0, 0),
+    ]
+    for index, entry in enumerate(entries, start=1):
+        raw = encode_entry(entry)
+        observer.applying()
+        stream.apply(index, decode_entry(raw))
+        observer.applied(stream, index, lambda i: 10 + i, raw, entry)
+    # a state transfer's changes, made on the store outside any entry
+    store.append(StoredMsg(100, "a.t", b"", b'{"id":"t0"}', T0_NS + 30 * S_NS))
+    store.append(StoredMsg(101, "a.t", b"", b'{"id":"t1"}', T0_NS + 30 * S_NS))
+    store.remove(100)
+    store.remove_through(50)
+    observer.transferred(stream)
+    log.close()
+
+    lines = path.read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert [r["op"] for r in rows if r["op"] in ("open", "entry", "transfer")] == (
+        ["open"] + ["entry"] * len(entries) + ["transfer"]
+    )
+    events = [
+        (r["index"], r["term"], r["op"], r["seq"], r["id"], r["batch"], r.get("reason"))
+        for r in rows
+        if r["op"] not in ("open", "entry", "transfer")
+    ]
+    assert events == [
+        (1, 11, "store", 1, "p0", None, None),
+        (1, 11, "store", 2, "p1", None, None),
+        (1, 11, "store", 3, "p2", None, None),
+        (2, 12, "store", 4, "p3", None, None),
+        (2, 12, "delete", 1, "p0", None, "limit"),
+        (2, 12, "store", 5, None, None, None),
+        (3, 13, "store", 6, "q0", "b1", None),
+        (3, 13, "store", 7, "q1", "b1", None),
+        (4, 14, "delete", 3, "p2", None, None),
+        (5, 15, "purge", 6, "q0", None, None),
+        (5, 15, "purge", 7, "q1", None, None),
+        (6, 16, "expire", 2, "p1", None, None),
+        (6, 16, "marker", 8, None, None, None),
+        (6, 16, "expire", 4, "p3", None, None),
+        (6, 16, "marker", 9, None, None, None),
+        (6, 16, "expire", 5, None, None, None),
+        (7, 17, "store", 10, "r0", None, None),
+        (7, 17, "store", 11, "r1", None, None),
+        (8, 18, "purge", None, None, None, None),
+        (8, 0, "store", 100, "t0", None, "transfer"),
+        (8, 0, "store", 101, "t1", None, "transfer"),
+        (8, 0, "delete", 100, "t0", None, "transfer"),
+        (8, 0, "purge", None, None, None, None),
+    ]
+    # one row of each shape, byte for byte
+    for line in [
+        '{"node":"n1","stream":"A","index":2,"term":12,"op":"delete","seq":1,"reason":"limit",'
+        '"subject":"a.x","id":"p0","batch":null,"ts_ns":1800000000000000000,"applied_ns":7}',
+        '{"node":"n1","stream":"A","index":3,"term":13,"op":"store","seq":6,"subject":"a.b",'
+        '"id":"q0","batch":"b1","ts_ns":1800000000000000002,"applied_ns":7}',
+        '{"node":"n1","stream":"A","index":5,"term":15,"op":"purge","seq":7,"subject":"a.b",'
+        '"id":"q1","batch":null,"ts_ns":1800000000000000002,"applied_ns":7}',
+        '{"node":"n1","stream":"A","index":8,"term":18,"op":"purge","seq":null,"through":11,'
+        '"subject":null,"id":null,"batch":null,"ts_ns":null,"applied_ns":7}',
+        '{"node":"n1","stream":"A","index":8,"term":0,"reason":"transfer","op":"store","seq":100,'
+        '"subject":"a.t","id":"t0","batch":null,"ts_ns":1800000030000000000,"applied_ns":7}',
+        '{"node":"n1","stream":"A","index":8,"term":0,"op":"delete","seq":100,"reason":"transfer",'
+        '"subject":"a.t","id":"t0","batch":null,"ts_ns":1800000030000000000,"applied_ns":7}',
+    ]:
+        assert line in lines
+    keys = {r["op"]: list(r) for r in rows if r["op"] in ("open", "entry", "transfer")}
+    head = ["node", "stream", "index", "term", "op", "seq"]
+    assert keys == {
+        "open": [*head, "config", "created_ns", "digest", "applied_ns"],
+        "entry": [*head, "entry", "digest", "applied_ns"],
+        "transfer": [*head, "digest", "applied_ns"],
+    }
+    # the open and entry rows replay the replica to the digests it logged
+    replay = Stream(StreamConfig.model_validate(rows[0]["config"]), MemoryStore(), T0_NS)
+    assert replay.digest().hex() == rows[0]["digest"]
+    for row in rows:
+        if row["op"] == "entry":
+            replay.apply(row["index"], decode_entry(base64.b64decode(row["entry"])))
+            assert replay.digest().hex() == row["digest"]
 
 
 def test_fsync_ledger_records_what_was_made_durable(tmp_path: Path) -> None:

@@ -1,4 +1,6 @@
-"""Fixtures for the store suite: the same tests run over every MessageStore implementation."""
+"""Fixtures for the store suite: the same tests run over every MessageStore implementation,
+including the apply log's ``ObservedStore`` (over a file store), which must behave exactly as the
+store it watches."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from cluster.apply_log import ObservedStore
 from engine.filestore import FileStore
 from engine.memstore import MemoryStore
 from engine.store import MessageStore
@@ -31,6 +34,8 @@ class StoreHandle:
             return MemoryStore()
         if self.kind == "file-small":
             return FileStore(self.directory, segment_bytes_max=SMALL_SEGMENT_BYTES)
+        if self.kind == "observed-file":
+            return ObservedStore(FileStore(self.directory, segment_bytes_max=SMALL_SEGMENT_BYTES))
         return FileStore(self.directory)
 
     def reopen(self) -> MessageStore:
@@ -40,7 +45,7 @@ class StoreHandle:
         return self.store
 
 
-@pytest.fixture(params=["memory", "file", "file-small"])
+@pytest.fixture(params=["memory", "file", "file-small", "observed-file"])
 def handle(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreHandle]:
     h = StoreHandle(request.param, tmp_path / "store")
     yield h

@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import filestore
+from engine import disk
 from engine.filestore import FileStore
 from engine.store import StoredMsg
 from tests.engine.store.filestore_test_records import msg
@@ -117,11 +117,11 @@ def test_fsync_goes_directory_first_then_segments_oldest_first(tmp_path: Path) -
     def observe(fd: int) -> None:
         synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
 
-    filestore.observe_fsync(observe)
+    disk.observe_fsync(observe)
     try:
         store.fsync()
     finally:
-        filestore._fsync_observers.remove(observe)
+        disk.stop_observing_fsync(observe)
         store.close()
     assert synced == [tmp_path.name, "seg-00000001.blk", "seg-00000004.blk"]
 
@@ -133,12 +133,12 @@ def test_a_full_segment_is_synced_before_its_successor_is_written(tmp_path: Path
     def observe(fd: int) -> None:
         synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
 
-    filestore.observe_fsync(observe)
+    disk.observe_fsync(observe)
     try:
         for seq in range(1, 8):
             store.append(msg(seq))
     finally:
-        filestore._fsync_observers.remove(observe)
+        disk.stop_observing_fsync(observe)
         store.close()
     # each rotation syncs what came before (the directory entry, then the full segment); no
     # fsync otherwise: the group commit decides when
@@ -183,7 +183,7 @@ def test_a_crash_recovers_a_committed_state_no_older_than_the_last_fsync(
         def observe(_fd: int) -> None:
             synced.update(snapshot_sizes(directory))
 
-        filestore.observe_fsync(observe)
+        disk.observe_fsync(observe)
         model: dict[int, StoredMsg] = {}
         committed: list[State] = [([], None)]  # the state at every commit point, in order
         durable_floor = 0  # index in ``committed`` of the newest state an fsync covered
@@ -224,7 +224,7 @@ def test_a_crash_recovers_a_committed_state_no_older_than_the_last_fsync(
                 break
             store.flush()
         finally:
-            filestore._fsync_observers.remove(observe)
+            disk.stop_observing_fsync(observe)
         store.close()  # its fsync is not observed: the crash below cuts back to ``synced``
         crash_to(directory, synced, torn_last_bytes)
         recovered = FileStore(directory, segment_bytes_max=segment_bytes_max, meta_commits=True)

@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import filestore
+from engine import disk
 from engine.entries import DeleteMsgEntry, Entry, InboundMsg, PublishEntry, PurgeEntry
 from engine.filestore import FileStore
 from engine.memstore import MemoryStore
@@ -103,7 +103,7 @@ def test_crash_then_replay_equals_the_replica_that_never_crashed(
         def observe(_fd: int) -> None:
             synced.update(segment_sizes(directory))
 
-        filestore.observe_fsync(observe)
+        disk.observe_fsync(observe)
         store = DyingStore(directory, budget)
         acked = 0  # the highest index whose apply was followed by an fsync (a PubAck went out)
         try:
@@ -116,7 +116,7 @@ def test_crash_then_replay_equals_the_replica_that_never_crashed(
         except StoreCrash:
             pass
         finally:
-            filestore._fsync_observers.remove(observe)
+            disk.stop_observing_fsync(observe)
         store.flush()  # what the process wrote reached the OS; only fsynced bytes survive
         store.close()
         files = sorted(directory.glob("seg-*.blk"))
