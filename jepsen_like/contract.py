@@ -6,13 +6,13 @@ the Spark analysis (``spark/``) read them; every name either side matches on is 
 Values are tuples so one constant serves both ``x in WRITE_FS`` and Spark's
 ``F.col("f").isin(*WRITE_FS)``.
 
-Layering: ``spark/`` may not import ``jepsen_like`` (``tests/test_architecture.py``: Spark's
-executors get only ``protocol``, ``engine`` and ``spark``), so ``spark/contract.py`` states the
-same names and ``tests/spark/test_checker_agreement.py`` fails if any of them differs from
-this module.
+Layering: this is the one module of ``jepsen_like`` that ``spark/`` may import
+(``tests/test_architecture.py``), and ``spark/session.py`` ships it, alone with the package's
+empty ``__init__``, to Spark's executors next to ``protocol``, ``engine`` and ``spark``.
 
-Must never: import anything (the contract is data, readable by any layer), or change a value
-without the writers (workloads, the nodes' apply log) changing with it.
+Must never: import anything (the contract is data, readable by any layer, and an executor has
+none of the harness it could import), or change a value without the writers (workloads, the
+nodes' apply log) changing with it.
 """
 
 from __future__ import annotations

@@ -79,6 +79,7 @@ from cluster.ops.process import (
     stop_popens,
     wait_until_async,
 )
+from jepsen_like.contract import LOG_FILE, NODES_DIR
 from jepsen_like.net import HOST, Link, LinkProxies
 
 System = Literal["jetraft", "nats"]
@@ -362,7 +363,7 @@ class ClusterDB:
                 client_port=ports[i],
                 http_port=ports[nodes + i],
                 cluster_port=ports[2 * nodes + i],
-                dir=self.run_dir / "nodes" / name,
+                dir=self.run_dir / NODES_DIR / name,
             )
         targets: dict[Link, int] = {
             (src, dst): self._nodes[dst].cluster_port
@@ -419,7 +420,7 @@ class ClusterDB:
         return self._nodes[name].dir / "server.log"
 
     def apply_log_path(self, name: str) -> Path:
-        return self._nodes[name].dir / "log.jsonl"
+        return self._nodes[name].dir / LOG_FILE
 
     def ledger_path(self, name: str) -> Path:
         return self._nodes[name].dir / "sync-ledger"

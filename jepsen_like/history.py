@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import IO, Any, Literal
 
 from jepsen_like.contract import COMPLETION_TYPES as COMPLETION_TYPES
-from jepsen_like.contract import INVOKE
+from jepsen_like.contract import INFO, INVOKE
 from jepsen_like.contract import NEMESIS_PROCESS as NEMESIS_PROCESS
 from jepsen_like.contract import OP_KEYS as OP_KEYS
 from jepsen_like.contract import OP_TYPES as OP_TYPES
@@ -99,7 +99,7 @@ class History:
         for op in todo:
             value = dict(op["value"]) if isinstance(op["value"], dict) else {"value": op["value"]}
             value["error"] = reason
-            self.complete(op["index"], "info", value)
+            self.complete(op["index"], INFO, value)
         return len(todo)
 
     def close(self) -> None:

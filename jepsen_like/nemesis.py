@@ -35,6 +35,7 @@ import random
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from jepsen_like.contract import CLOCK_NEMESIS
 from jepsen_like.db import NODE_READY_TIMEOUT_S, ClusterDB, DBError, UnsupportedFault
 from jepsen_like.net import Link
 
@@ -246,7 +247,7 @@ class DelayNemesis:
 
 
 class ClockNemesis:
-    name = "clock"
+    name = CLOCK_NEMESIS  # in run.json's nemeses, it tells the checks node clocks were skewed
 
     async def start(self, db: ClusterDB, rng: random.Random) -> Action:
         rng = fork_rng(rng)
@@ -310,7 +311,7 @@ class CorruptNemesis:
         return _action("corrupt-stop")
 
 
-NEMESES = ("kill", "pause", "partition", "delay", "clock", "power", "corrupt")
+NEMESES = ("kill", "pause", "partition", "delay", CLOCK_NEMESIS, "power", "corrupt")
 
 
 def make_nemesis(name: str, stream: str | None = None) -> Nemesis:
@@ -323,7 +324,7 @@ def make_nemesis(name: str, stream: str | None = None) -> Nemesis:
         return PartitionNemesis(stream)
     if name == "delay":
         return DelayNemesis()
-    if name == "clock":
+    if name == CLOCK_NEMESIS:
         return ClockNemesis()
     if name == "power":
         return PowerNemesis()

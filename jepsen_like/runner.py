@@ -29,6 +29,16 @@ from pathlib import Path
 from typing import Any, Final, Literal, TextIO
 
 from jepsen_like.checker import check_run
+from jepsen_like.contract import (
+    CLIENT_FS,
+    FAIL,
+    HISTORY_FILE,
+    INFO,
+    INVOKE,
+    LEADERS_FILE,
+    OK,
+    RUN_FILE,
+)
 from jepsen_like.db import ClusterDB
 from jepsen_like.history import NEMESIS_PROCESS, History
 from jepsen_like.nemesis import NEMESES, Nemesis, make_nemesis
@@ -88,12 +98,12 @@ class _Progress:
 
     def line(self, phase: str) -> str:
         counts = self.history.counts
-        by_type = {t: sum(n for (f, ty), n in counts.items() if ty == t) for t in ("ok", "fail")}
-        info = sum(n for (f, ty), n in counts.items() if ty == "info" and f in _CLIENT_FS)
+        by_type = {t: sum(n for (f, ty), n in counts.items() if ty == t) for t in (OK, FAIL)}
+        info = sum(n for (f, ty), n in counts.items() if ty == INFO and f in CLIENT_FS)
         elapsed = time.monotonic() - self.started
         return (
-            f"[{elapsed:6.1f}s/{self.total_s:.0f}s] {phase:<9} ok={by_type['ok']} "
-            f"fail={by_type['fail']} info={info}  fault: {self.fault}"
+            f"[{elapsed:6.1f}s/{self.total_s:.0f}s] {phase:<9} ok={by_type[OK]} "
+            f"fail={by_type[FAIL]} info={info}  fault: {self.fault}"
         )
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -101,9 +111,6 @@ class _Progress:
             print(self.line("running"), file=self.out, flush=True)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), PROGRESS_EVERY_S)
-
-
-_CLIENT_FS: Final = frozenset({"publish", "batch", "direct_get", "msg_get", "read_all"})
 
 
 async def _nemesis_schedule(
@@ -130,11 +137,11 @@ async def _nemesis_schedule(
             return
         nemesis = nemeses[name]
         action = await nemesis.start(db, rng)
-        history.record(NEMESIS_PROCESS, None, "info", action["f"], action.get("value"))
+        history.record(NEMESIS_PROCESS, None, INFO, action["f"], action.get("value"))
         progress.fault = f"{name} {json.dumps(action.get('value'), default=str)[:60]}"
         stopped = await sleep(hold)
         action = await nemesis.stop(db, rng)
-        history.record(NEMESIS_PROCESS, None, "info", action["f"], action.get("value"))
+        history.record(NEMESIS_PROCESS, None, INFO, action["f"], action.get("value"))
         progress.fault = "none"
         if stopped:
             return
@@ -227,8 +234,8 @@ async def run_chaos(opts: ChaosOptions, out: TextIO = sys.stdout) -> int:
         "streams": list(workload.streams),
         "started_ns": time.time_ns(),
     }
-    _write_json(run_dir / "run.json", run)
-    history = History(run_dir / "history.jsonl")
+    _write_json(run_dir / RUN_FILE, run)
+    history = History(run_dir / HISTORY_FILE)
     progress = _Progress(history, opts.time_s, out)
     phases: dict[str, float] = {}
     recovered = False
@@ -249,7 +256,7 @@ async def run_chaos(opts: ChaosOptions, out: TextIO = sys.stdout) -> int:
         )
         ticker = asyncio.create_task(progress.run(stop))
         sampler = asyncio.create_task(
-            _sample_leaders(db, workload.streams, run_dir / "leaders.jsonl", stop)
+            _sample_leaders(db, workload.streams, run_dir / LEADERS_FILE, stop)
         )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(clients), opts.time_s)
@@ -279,7 +286,7 @@ async def run_chaos(opts: ChaosOptions, out: TextIO = sys.stdout) -> int:
         history.close()
         await db.stop()
         run["aborted"] = repr(exc)
-        _write_json(run_dir / "run.json", run)
+        _write_json(run_dir / RUN_FILE, run)
         return EXIT_ERROR
     history.close_pending("run ended")
     history.close()
@@ -287,7 +294,7 @@ async def run_chaos(opts: ChaosOptions, out: TextIO = sys.stdout) -> int:
     run["phases"] = phases
     run["recovered"] = recovered
     run["ended_ns"] = time.time_ns()
-    _write_json(run_dir / "run.json", run)
+    _write_json(run_dir / RUN_FILE, run)
     verdict = check_run(run_dir, write=True)
     if not recovered:
         verdict.setdefault("anomalies", []).append(
@@ -305,14 +312,14 @@ def summary(run: dict[str, Any], verdict: dict[str, Any], counts: Any) -> str:
         f"jetraft chaos — {run['system']}, {len(run['nodes'])} nodes, workload {run['workload']},"
         f" nemeses {','.join(run['nemeses'])}, seed {run['seed']}",
     ]
-    fs = sorted({f for f, _ in counts if f in _CLIENT_FS})
+    fs = sorted({f for f, _ in counts if f in CLIENT_FS})
     for f in fs:
-        row = {t: counts.get((f, t), 0) for t in ("invoke", "ok", "fail", "info")}
+        row = {t: counts.get((f, t), 0) for t in (INVOKE, OK, FAIL, INFO)}
         lines.append(
-            f"  {f:<11} invoked {row['invoke']:>6}  ok {row['ok']:>6}  fail {row['fail']:>5}"
-            f"  info {row['info']:>5}"
+            f"  {f:<11} invoked {row[INVOKE]:>6}  ok {row[OK]:>6}  fail {row[FAIL]:>5}"
+            f"  info {row[INFO]:>5}"
         )
-    faults = sum(n for (f, t), n in counts.items() if f.endswith("-start") and t == "info")
+    faults = sum(n for (f, t), n in counts.items() if f.endswith("-start") and t == INFO)
     lines.append(f"  faults injected: {faults}")
     for key, value in sorted((verdict.get("stats") or {}).items()):
         if isinstance(value, int | float | str):

@@ -59,6 +59,17 @@ import nats.errors
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
+from jepsen_like.contract import (
+    ABANDONED,
+    BATCH,
+    DIRECT_GET,
+    FAIL,
+    INFO,
+    MSG_GET,
+    OK,
+    PUBLISH,
+    READ_ALL,
+)
 from jepsen_like.history import CompletionType, History
 
 OP_TIMEOUT_S: Final = 2.0  # one request (publish, batch commit, read) before it counts as info
@@ -279,18 +290,18 @@ class Client:
         kind: CompletionType
         try:
             result = await action()
-            kind, out = "ok", {**value, **result}
+            kind, out = OK, {**value, **result}
         except asyncio.CancelledError:
-            self.history.complete(index, "info", {**value, "error": "cancelled"})
+            self.history.complete(index, INFO, {**value, "error": "cancelled"})
             raise
         except ErrorReply as exc:
-            kind, out = "fail", {**value, "error": exc.error}
+            kind, out = FAIL, {**value, "error": exc.error}
         except Abandoned as exc:
-            kind, out = "fail", {**value, "abandoned": True, "sent": exc.sent}
+            kind, out = FAIL, {**value, ABANDONED: True, "sent": exc.sent}
         except nats.errors.NoRespondersError:
-            kind, out = "fail", {**value, "error": "no responders"}
+            kind, out = FAIL, {**value, "error": "no responders"}
         except Exception as exc:
-            kind, out = "info", {**value, "error": _describe(exc)}
+            kind, out = INFO, {**value, "error": _describe(exc)}
         self.history.complete(index, kind, out)
         return kind, out
 
@@ -310,8 +321,8 @@ class Client:
             ack = _pub_ack(await self.request(subject, payload, headers))
             return {"seq": ack["seq"]}
 
-        kind, out = await self.op("publish", value, action)
-        if kind == "ok":
+        kind, out = await self.op(PUBLISH, value, action)
+        if kind == OK:
             self.remember(stream, out["seq"])
         return kind, out
 
@@ -326,7 +337,7 @@ class Client:
             served_by = (msg.headers or {}).get(SERVED_BY_HEADER)
             return {**_direct_result(msg), "served_by": served_by}
 
-        return await self.op("direct_get", value, action)
+        return await self.op(DIRECT_GET, value, action)
 
     async def msg_get(
         self, stream: str, request: dict[str, Any]
@@ -338,7 +349,7 @@ class Client:
             msg = await self.request(f"{API_PREFIX}.STREAM.MSG.GET.{stream}", body)
             return {**_msg_get_result(msg), "served_by": self.node}
 
-        return await self.op("msg_get", value, action)
+        return await self.op(MSG_GET, value, action)
 
 
 # --- workloads --------------------------------------------------------------------------------
@@ -547,7 +558,7 @@ async def read_all(client: Client, stream: str) -> tuple[CompletionType, dict[st
             "served_by": client.node,
         }
 
-    return await client.op("read_all", {"stream": stream}, action)
+    return await client.op(READ_ALL, {"stream": stream}, action)
 
 
 async def _stream_state(client: Client, stream: str) -> dict[str, Any]:
@@ -690,8 +701,8 @@ class BatchWorkload(_OneStream):
                 return {"seq": seq, "count": count, "seqs": list(range(seq - count + 1, seq + 1))}
             raise AssertionError("unreachable: the last message commits or abandons")
 
-        kind, out = await client.op("batch", value, action)
-        if kind == "ok" and out["seqs"]:
+        kind, out = await client.op(BATCH, value, action)
+        if kind == OK and out["seqs"]:
             client.remember(self.stream, out["seqs"][-1])
 
 
@@ -747,7 +758,7 @@ class KvWorkload(_OneStream):
         stream, subject = self.stream, f"{self.root}.k{key}"
         if roll < 0.30:
             kind, read = await client.msg_get(stream, {"last_by_subj": subject})
-            if kind != "ok":
+            if kind != OK:
                 return
             expected = 0 if read.get("not_found") else int(read["seq"])
             await client.publish(

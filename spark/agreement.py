@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import TYPE_CHECKING, Any, Final
 
-from spark.contract import ENTRY, OPEN, REPLAY_OPS, TRANSFER
+from jepsen_like.contract import ENTRY, OPEN, REPLAY_OPS, TRANSFER
 from spark.load import collect_findings
 
 if TYPE_CHECKING:

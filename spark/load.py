@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from spark.contract import (
+from jepsen_like.contract import (
     ENTRY,
     HISTORY_FILE,
     LEADERS_FILE,

@@ -4,8 +4,9 @@
 Python workers with this interpreter; a ``spark://host:7077`` (or ``yarn``, ``k8s://...``)
 master runs the same job on a cluster, whose executors then run ``$PYSPARK_PYTHON`` (default
 ``python3``): a Python 3.11 with jetraft's runtime dependencies (pydantic, sortedcontainers,
-msgpack) installed. The replay code itself (``protocol/``, ``engine/``, ``spark/``) is shipped
-to them as a zip by ``ship_code``. Under ``spark-submit`` the session the launcher configured
+msgpack) installed. The replay code itself (``protocol/``, ``engine/``, ``spark/`` and the
+run-directory contract ``jepsen_like/contract.py``) is shipped to them as a zip by
+``ship_code``. Under ``spark-submit`` the session the launcher configured
 is reused (``getOrCreate``), so ``--master`` there wins.
 
 Must never: open sockets itself (Spark does), or read anything but configuration and the
@@ -37,6 +38,10 @@ DEFAULT_DRIVER_MEMORY: Final = "2g"
 SHUFFLE_PARTITIONS: Final = "spark.sql.shuffle.partitions"
 # the packages a replay needs on an executor (spark/ imports engine/, engine/ imports protocol/)
 SHIPPED_PACKAGES: Final = ("protocol", "engine", "spark")
+# ...and the one harness module spark/ imports, the run-directory contract, with its package's
+# (empty) __init__: without it the worker's installed jepsen_like would shadow the shipped
+# file. The rest of jepsen_like (asyncio clients, nemeses) has no business on an executor.
+SHIPPED_MODULES: Final = ("jepsen_like/__init__.py", "jepsen_like/contract.py")
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 PYSPARK_PYTHON: Final = "PYSPARK_PYTHON"  # the executors' Python (PySpark reads it at start)
 
@@ -109,7 +114,8 @@ def build_session(
 
 
 def ship_code(session: SparkSession) -> Path:
-    """Zip ``SHIPPED_PACKAGES`` and add the zip to the executors' Python path."""
+    """Zip ``SHIPPED_PACKAGES`` and ``SHIPPED_MODULES`` and add the zip to the executors'
+    Python path."""
     tmp = tempfile.mkdtemp(prefix="jetraft-analyze-")
     atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     out = Path(tmp) / "jetraft_replay.zip"
@@ -117,5 +123,7 @@ def ship_code(session: SparkSession) -> Path:
         for package in SHIPPED_PACKAGES:
             for path in sorted((REPO_ROOT / package).rglob("*.py")):
                 zf.write(path, str(path.relative_to(REPO_ROOT)))
+        for module in SHIPPED_MODULES:
+            zf.write(REPO_ROOT / module, module)
     session.sparkContext.addPyFile(str(out))
     return out

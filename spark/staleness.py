@@ -64,9 +64,9 @@ What counts as stale (the semantics; each is a deliberate choice):
 Apply lag (plotted next to staleness): for every (stream, index) a node applied, that node's
 first ``applied_ns`` for it minus the earliest ``applied_ns`` of that index over all nodes.
 
-Must never: read sockets or files (load.py does that), import cluster/ or jepsen_like/ (the
-run-directory names are spark/contract.py's), or collect raw rows to the driver (only
-aggregates, bounded examples, fault windows and purges).
+Must never: read sockets or files (load.py does that), import cluster/ or any of jepsen_like/
+but its contract (the run-directory names, jepsen_like/contract.py), or collect raw rows to the
+driver (only aggregates, bounded examples, fault windows and purges).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark.contract import (
+from jepsen_like.contract import (
     BATCH,
     DIRECT_GET,
     INVOKE,

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from spark.contract import (
+from jepsen_like.contract import (
     BATCH,
     CLOCK_NEMESIS,
     DIRECT_GET,

@@ -954,3 +954,19 @@ def test_the_completion_type_annotation_is_the_contracts() -> None:
     from jepsen_like.history import CompletionType
 
     assert get_args(CompletionType) == COMPLETION_TYPES
+
+
+def test_the_contract_and_its_package_import_nothing() -> None:
+    # spark/ imports jepsen_like.contract and its executors get only that file and the package's
+    # __init__ (spark/session.py): an import of anything else there breaks the analysis
+    import ast
+
+    package = Path(__file__).resolve().parents[2] / "jepsen_like"
+    for path in (package / "__init__.py", package / "contract.py"):
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                imported.add("." * node.level + (node.module or ""))
+        assert imported <= {"__future__", "typing"}, path.name

@@ -161,7 +161,35 @@ def test_the_replay_code_is_shipped_to_cluster_executors(spark: SparkSession) ->
     names = set(zipfile.ZipFile(shipped).namelist())
     assert {"engine/stream.py", "engine/entries.py", "protocol/models.py"} <= names
     assert {"spark/agreement.py", "spark/load.py"} <= names
-    assert not any(n.startswith(("cluster/", "jepsen_like/")) for n in names)
+    # of the harness only the contract spark/ reads run directories through (and its package)
+    assert {n for n in names if n.startswith("jepsen_like/")} == {
+        "jepsen_like/__init__.py",
+        "jepsen_like/contract.py",
+    }
+    assert not any(n.startswith("cluster/") for n in names)
+
+
+def test_the_shipped_contract_imports_from_the_zip_alone(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # an executor has the zip, not this checkout: the contract must come from the zip, need no
+    # site-packages (-S) and bring none of the rest of the harness with it
+    from spark.session import ship_code
+
+    shipped = ship_code(spark)
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import jepsen_like.contract as c; "
+        "print(c.__file__); import jepsen_like.checker"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", probe, str(shipped)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.stdout.strip() == str(shipped / "jepsen_like" / "contract.py")
+    assert "No module named 'jepsen_like.checker'" in done.stderr
 
 
 def test_python_workers_run_this_interpreter(spark: SparkSession) -> None:
