@@ -22,14 +22,17 @@ from pathlib import Path
 from typing import Any
 
 from cluster.apply_log import ApplyLog
+from cluster.authority import StreamAuthority
+from cluster.batching import BatchContext
 from cluster.client_conn import (
     PING_INTERVAL_S,
     PINGS_OUTSTANDING_MAX,
     WRITE_DEADLINE_S,
     ClientConnection,
 )
-from cluster.clustered_jetstream import ClusteredJetStream
 from cluster.jetstream import JetStream
+from cluster.local_streams import LocalStreams
+from cluster.meta_streams import MetaStreams
 from cluster.monitor import MonitorServer
 from cluster.raft import RaftDriver
 from cluster.router import Router
@@ -107,10 +110,12 @@ class Server:
         self.name = opts.server_name or self.server_id
         self.router = Router()
         self.routes: RouteManager | None = None
-        self.jetstream: JetStream
+        # atomic batch limits and the count of open batches, shared by all streams
+        batches = BatchContext(opts.batch_limits)
+        authority: StreamAuthority
         if opts.clustered:
             # Raft first: the routes are built with it, so the first RAFT frame or link event
-            # already has its receiver; JetStream's groups then send through the routes.
+            # already has its receiver; the streams' groups then send through the routes.
             raft = RaftDriver()
             self.routes = RouteManager(
                 self.name,
@@ -123,20 +128,19 @@ class Server:
                 tls=opts.route_tls,
                 raft=raft,
             )
-            self.jetstream = ClusteredJetStream(
+            authority = MetaStreams(
                 self.router,
                 opts.store_dir,
                 self.name,
                 self.routes,
                 opts.cluster_name,
                 raft,
-                batch_limits=opts.batch_limits,
+                batches,
                 apply_log=ApplyLog(opts.apply_log, self.name) if opts.apply_log else None,
             )
         else:
-            self.jetstream = JetStream(
-                self.router, opts.store_dir, self.name, batch_limits=opts.batch_limits
-            )
+            authority = LocalStreams(self.router, opts.store_dir, self.name, batches)
+        self.jetstream = JetStream(self.router, authority)
         self.monitor: MonitorServer | None = None
         self._listener: asyncio.Server | None = None
         self._conns: dict[int, ClientConnection] = {}
@@ -317,7 +321,6 @@ class Server:
 
     def healthy(self) -> tuple[bool, str]:
         """Ready for clients: standalone at once; in a cluster once a meta leader is known."""
-        js = self.jetstream
-        if isinstance(js, ClusteredJetStream) and not js.ready.is_set():
+        if not self.jetstream.authority.ready.is_set():
             return False, "JetStream has not joined the cluster (no meta leader)"
         return True, ""

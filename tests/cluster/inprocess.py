@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cluster.clustered_jetstream import ClusteredJetStream
+from cluster.meta_streams import MetaStreams
 from cluster.replicated_stream import ReplicatedStreamHost
 from cluster.server import Server, ServerOptions
 from tests.servers import free_port
@@ -70,11 +70,13 @@ class InProcessCluster:
     def live(self) -> list[int]:
         return [i for i, s in enumerate(self.servers) if s is not None]
 
-    def js(self, i: int) -> ClusteredJetStream:
+    def js(self, i: int) -> MetaStreams:
+        """Node ``i``'s stream authority: its meta group and its replicas."""
         server = self.servers[i]
         assert server is not None
-        assert isinstance(server.jetstream, ClusteredJetStream)
-        return server.jetstream
+        authority = server.jetstream.authority
+        assert isinstance(authority, MetaStreams)
+        return authority
 
     def replica(self, i: int, stream: str) -> ReplicatedStreamHost | None:
         return self.js(i).replicas.get(stream)

@@ -20,7 +20,7 @@ from typing import Any
 import nats
 import pytest
 
-from cluster.clustered_jetstream import META_GROUP
+from cluster.meta_streams import META_GROUP
 from cluster.raft import RaftDriver, RaftGroup
 from cluster.raft import group as raft_group
 from cluster.raft.adapter import _GroupTransport

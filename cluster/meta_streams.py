@@ -1,8 +1,9 @@
-"""JetStream in a cluster: the meta group, stream placement, and who answers which API request.
+"""The streams of a cluster: the meta group, stream placement, and who answers which API request.
 
 The **meta group** is a Raft group over every node. Its log holds stream assignments
 (``cluster/meta_state.py``): name, config, peers. Every node applies it and opens a local replica
-(``ReplicatedStreamHost``, with its own Raft group) for each stream it is a peer of.
+(``ReplicatedStreamHost``, with its own Raft group) for each stream it is a peer of. This is the
+stream authority (``cluster/authority.py``) the JetStream API asks in a cluster.
 
 Every node subscribes to ``$JS.API.>`` and interest travels over the routes, so every request
 reaches every node; exactly one answers, the one nats-server would answer from:
@@ -28,36 +29,29 @@ import json
 import logging
 import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from cluster.apply_log import ApplyLog, ObservedStore
-from cluster.extension_loader import attach_all
-from cluster.jetstream import (
-    API_PREFIX,
-    MSGS_DIR,
-    JetStream,
-    write_atomic,
-)
+from cluster.apply_log import ApplyLog, observe_applies
+from cluster.batching import BatchContext
+from cluster.extension_loader import attach_all, load_attachers
+from cluster.local_streams import MSGS_DIR, open_store, write_atomic
 from cluster.meta_state import Assignment, MetaState, decode_meta_command, encode_meta_command
 from cluster.raft import NotLeaderError, RaftDriver, RaftGroup
 from cluster.replicated_stream import ReplicatedStreamHost
 from cluster.router import Router, Subscription
 from cluster.routes import RouteManager
-from engine.batch import BatchLimits
-from engine.entries import UpdateConfigEntry
-from engine.filestore import FileStore, segment_bytes_for
-from engine.memstore import MemoryStore
-from engine.msg_get import answer_msg_get, parse_msg_get_request
+from cluster.stream_host import StreamHost
+from cluster.stream_info import host_info
+from engine.filestore import FileStore
 from engine.state_transfer import TransferError, resume_request
-from engine.store import MessageStore
 from engine.stream import Stream
 from protocol import api_json, gojson
 from protocol import errors as E
 from protocol.errors import ApiError
 from protocol.models import StreamConfig
 from protocol.route_frames import FrameKind
-from protocol.stream_config import SERVER_API_LEVEL, normalize_create, normalize_update
 from protocol.timefmt import format_rfc3339nano
 
 log = logging.getLogger("jetraft.cluster")
@@ -66,11 +60,14 @@ META_GROUP = "META"
 PEERS_FILE = "peers.json"
 INTERNAL_REQUEST_TIMEOUT_S = 1.0
 CREATE_LEADER_WAIT_S = 10.0  # a new stream's group elects a leader before CREATE is answered
+CREATE_LEADER_POLL_S = 0.05
 STREAM_INFO_SUBJECT = "$JSC.SI."
 _META_OPS = {"ACCOUNT_INFO", "NAMES", "LIST", "CREATE", "DELETE"}
 
 
-class ClusteredJetStream(JetStream):
+class MetaStreams:
+    clustered = True
+
     def __init__(
         self,
         router: Router,
@@ -79,10 +76,14 @@ class ClusteredJetStream(JetStream):
         routes: RouteManager,
         cluster_name: str,
         driver: RaftDriver,
-        batch_limits: BatchLimits | None = None,
+        batch_context: BatchContext,
         apply_log: ApplyLog | None = None,
     ) -> None:
-        super().__init__(router, store_dir, server_name, batch_limits=batch_limits)
+        self.router = router
+        self.server_name = server_name
+        self.batch_context = batch_context
+        self.streams_dir = store_dir / "jetstream" / "streams"
+        self.attachers = load_attachers()  # stream extensions (mirror/): cluster/extensions.py
         self.apply_log = apply_log
         self.routes = routes
         self.cluster_name = cluster_name
@@ -95,15 +96,17 @@ class ClusteredJetStream(JetStream):
         self._leader_subs: dict[str, Subscription] = {}
         self._inbox_seq = 0
         self._form_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
         self.ready = asyncio.Event()
+
+    @property
+    def hosts(self) -> Mapping[str, StreamHost]:
+        return self.replicas
 
     # --- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
         self.streams_dir.mkdir(parents=True, exist_ok=True)
         self.meta_dir.mkdir(parents=True, exist_ok=True)
-        self.router.subscribe_internal(
-            API_PREFIX + ">", self._on_api, exclude=API_PREFIX + "DIRECT.GET."
-        )
         self.driver.start()
         self.driver.tick_callbacks.append(self._on_tick)
         self.routes.on_catchup = self._on_catchup
@@ -146,7 +149,6 @@ class ClusteredJetStream(JetStream):
         for host in list(self.replicas.values()):
             await host.close()
         self.replicas.clear()
-        self.streams.clear()
         await self.driver.close()
         if self.apply_log is not None:
             self.apply_log.close()
@@ -187,7 +189,6 @@ class ClusteredJetStream(JetStream):
                     log.exception("stream %s: replica could not be opened", name)
         for name in [n for n in self.replicas if n not in self.state.assignments]:
             host = self.replicas.pop(name)
-            self.streams.pop(name, None)
             self._drop_leader_sub(name)
             task = asyncio.get_running_loop().create_task(self._remove_replica(name, host))
             self._tasks.add(task)
@@ -201,13 +202,8 @@ class ClusteredJetStream(JetStream):
         cfg = StreamConfig.model_validate(sa.config)
         stream_dir = self.streams_dir / cfg.name
         stream_dir.mkdir(parents=True, exist_ok=True)
-        store: MessageStore
-        if cfg.storage == "file":
-            store = FileStore(
-                stream_dir / MSGS_DIR,
-                meta_commits=True,
-                segment_bytes_max=segment_bytes_for(cfg.max_bytes),
-            )
+        store = open_store(cfg, stream_dir)
+        if isinstance(store, FileStore):
             damaged = store.corrupt_records()
             if damaged:
                 # The replicas hold the same state: rebuild this one from the Raft log or, when
@@ -225,15 +221,8 @@ class ClusteredJetStream(JetStream):
                 log.warning("stream %s: starting the store over", cfg.name)
                 store.close()
                 shutil.rmtree(stream_dir / MSGS_DIR)
-                store = FileStore(
-                    stream_dir / MSGS_DIR,
-                    meta_commits=True,
-                    segment_bytes_max=segment_bytes_for(cfg.max_bytes),
-                )
-        else:
-            store = MemoryStore()
-        if self.apply_log is not None:
-            store = cast(MessageStore, ObservedStore(store))
+                store = open_store(cfg, stream_dir)
+        store, apply_observer = observe_applies(self.apply_log, cfg.name, store)
         stream = Stream(cfg, store, sa.created_ns)
         host = ReplicatedStreamHost(
             stream,
@@ -246,12 +235,10 @@ class ClusteredJetStream(JetStream):
             driver=self.driver,
             batch_context=self.batch_context,
             on_leader_change=self._stream_leader_changed,
-            apply_log=self.apply_log,
+            apply_observer=apply_observer,
         )
         host.send_catchup = self._send_catchup
         self.replicas[cfg.name] = host
-        self.streams[cfg.name] = host
-        self.created_ns[cfg.name] = sa.created_ns
         host.start()
         attach_all(host, self.attachers)
         return host
@@ -275,7 +262,7 @@ class ClusteredJetStream(JetStream):
     ) -> None:
         host = self.replicas.get(name)
         if reply and host is not None and host.is_leader:
-            info = self._info(host, "", dynamic_metadata=False)
+            info = self.host_info(host, "", dynamic_metadata=False)
             self.router.publish(reply, None, None, gojson.encode(info))
 
     # --- state transfer between replicas ------------------------------------------------------
@@ -300,7 +287,7 @@ class ClusteredJetStream(JetStream):
             self.routes.send(peer, FrameKind.CATCHUP, [stream, transfer_id, "chunk", chunk])
 
     # --- who answers --------------------------------------------------------------------------
-    def _answers(self, op: str, stream_name: str) -> bool:
+    def answers(self, op: str, stream_name: str) -> bool:
         if op in _META_OPS:
             return self.is_meta_leader
         if stream_name not in self.state.assignments:
@@ -327,15 +314,10 @@ class ClusteredJetStream(JetStream):
         finally:
             self.router.remove(sub)
 
-    def _unexpected_error(self, exc: Exception) -> ApiError:
-        # in a cluster a handler mostly fails because leadership moved under it: the client
-        # retries, as after any not-leader answer
-        return ApiError(E.CLUSTER_NOT_LEADER)
-
-    async def _leader_info(self, name: str) -> dict[str, Any] | None:
+    async def leader_info(self, name: str) -> dict[str, Any] | None:
         host = self.replicas.get(name)
         if host is not None and host.is_leader:
-            return self._info(host, "", dynamic_metadata=False)
+            return self.host_info(host, "", dynamic_metadata=False)
         data = await self._internal_request(STREAM_INFO_SUBJECT + name, INTERNAL_REQUEST_TIMEOUT_S)
         if data is None:
             return None
@@ -343,18 +325,11 @@ class ClusteredJetStream(JetStream):
         return info
 
     # --- info with the cluster object ---------------------------------------------------------
-    def _info(
-        self,
-        host: Any,
-        type_: str,
-        *,
-        deleted_details: bool = False,
-        subjects: dict[str, int] | None = None,
-        **kw: Any,
-    ) -> dict[str, Any]:
-        if isinstance(host, ReplicatedStreamHost) and "cluster" not in kw:
-            kw["cluster"] = self._cluster_info(host)
-        return super()._info(host, type_, deleted_details=deleted_details, subjects=subjects, **kw)
+    def host_info(self, host: StreamHost, type_: str, **kw: Any) -> dict[str, Any]:
+        replica = self.replicas.get(host.name)
+        if replica is host and "cluster" not in kw:
+            kw["cluster"] = self._cluster_info(replica)
+        return host_info(host, self.server_name, type_, **kw)
 
     def _cluster_info(self, host: ReplicatedStreamHost) -> dict[str, Any]:
         group = host.group
@@ -382,32 +357,13 @@ class ClusteredJetStream(JetStream):
             out["replicas"] = replicas
         return out
 
-    # --- handlers (meta leader) ---------------------------------------------------------------
-    def _configs(self, exclude: str = "") -> dict[str, StreamConfig]:
+    # --- StreamAuthority: the meta leader's part ------------------------------------------------
+    def configs(self, exclude: str = "") -> dict[str, StreamConfig]:
         return {
             n: StreamConfig.model_validate(sa.config)
             for n, sa in self.state.assignments.items()
             if n != exclude
         }
-
-    async def _api_info(self, _stream: str, _payload: bytes) -> dict[str, Any]:
-        memory = storage = 0
-        for name, sa in self.state.assignments.items():
-            info = await self._leader_info(name)
-            b = int(info["state"]["bytes"]) if info else 0
-            if sa.config.get("storage") == "memory":
-                memory += b
-            else:
-                storage += b
-        return api_json.account_info(
-            memory=memory,
-            storage=storage,
-            streams=len(self.state.assignments),
-            consumers=0,
-            api_level=SERVER_API_LEVEL,
-            api_total=self.api_total,
-            api_errors=self.api_errors,
-        )
 
     def _online_nodes(self) -> list[str]:
         return sorted(p for p in self.peers if p == self.server_name or self.routes.connected(p))
@@ -442,10 +398,10 @@ class ClusteredJetStream(JetStream):
         except NotLeaderError:
             raise ApiError(E.CLUSTER_NOT_LEADER) from None
 
-    async def _api_create(self, name: str, payload: bytes) -> dict[str, Any]:
-        configs = self._configs()
-        cfg, _pedantic = normalize_create(name, payload, existing=configs, clustered=True)
-        if name not in self.state.assignments:
+    async def create(self, cfg: StreamConfig) -> tuple[dict[str, Any], bool]:
+        name = cfg.name
+        created = name not in self.state.assignments
+        if created:
             peers = self._place(max(1, cfg.num_replicas))
             cmd = {
                 "op": "add",
@@ -457,7 +413,6 @@ class ClusteredJetStream(JetStream):
             outcome = await self._propose_meta(cmd)
             if outcome is not None:
                 raise ApiError(E.STREAM_NAME_EXIST)
-            self._advisory("CREATED", name, "create")
         # Answer once the preferred peer leads: whoever wins the first election hands over to it
         # shortly after, and publishes sent during that handover would go unanswered. Should
         # the handover not happen in time, the stream is still usable under its current leader.
@@ -466,57 +421,25 @@ class ClusteredJetStream(JetStream):
         deadline = time.monotonic() + CREATE_LEADER_WAIT_S
         info: dict[str, Any] | None = None
         while time.monotonic() < deadline:
-            info = await self._leader_info(name)
+            info = await self.leader_info(name)
             leader = None if info is None else info.get("cluster", {}).get("leader")
             if info is not None and (preferred is None or leader == preferred):
                 break
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(CREATE_LEADER_POLL_S)
         if info is None:
             raise ApiError(E.CLUSTER_NOT_AVAIL)
-        return {"type": api_json.STREAM_CREATE_RESPONSE, **info, "did_create": True}
+        return {"type": api_json.STREAM_CREATE_RESPONSE, **info, "did_create": True}, created
 
-    async def _api_delete(self, name: str, payload: bytes) -> dict[str, Any]:
-        api_json.check_empty_request(payload)
+    async def delete(self, name: str) -> None:
         if name not in self.state.assignments:
             raise ApiError(E.STREAM_NOT_FOUND)
         await self._propose_meta({"op": "del", "name": name})
-        self._advisory("DELETED", name, "delete")
-        return api_json.success_response(api_json.STREAM_DELETE_RESPONSE)
 
-    def _matching_names(self, subject_filter: str) -> list[str]:
-        from protocol.subjects import subjects_overlap
+    # --- StreamAuthority: the stream leader's part ----------------------------------------------
+    def writer(self, name: str) -> StreamHost:
+        return self._leading(name)
 
-        names = sorted(self.state.assignments)
-        if not subject_filter:
-            return names
-        return [
-            n
-            for n in names
-            if any(
-                subjects_overlap(subject_filter, s)
-                for s in self.state.assignments[n].config.get("subjects") or []
-            )
-        ]
-
-    async def _api_list(self, _stream: str, payload: bytes) -> dict[str, Any]:
-        offset, subject_filter = api_json.parse_list_request(payload)
-        names = self._matching_names(subject_filter)
-        start, stop = api_json.list_page(len(names), offset)
-        infos: list[dict[str, Any]] = []
-        missing: list[str] = []
-        for n in names[start:stop]:
-            info = await self._leader_info(n)
-            if info is None:
-                missing.append(n)
-            else:
-                infos.append(info)
-        out = api_json.list_response(infos, total=len(names), offset=offset)
-        if missing:
-            out["missing"] = missing
-        return out
-
-    # --- handlers (stream leader) -------------------------------------------------------------
-    def _replica(self, name: str) -> ReplicatedStreamHost:
+    def _leading(self, name: str) -> ReplicatedStreamHost:
         host = self.replicas.get(name)
         if host is None:
             raise ApiError(E.STREAM_NOT_FOUND)
@@ -524,34 +447,19 @@ class ClusteredJetStream(JetStream):
             raise ApiError(E.CLUSTER_NOT_LEADER)
         return host
 
-    async def _api_update(self, name: str, payload: bytes) -> dict[str, Any]:
-        host = self._replica(name)
-        cfg, _pedantic = normalize_update(
-            name, payload, host.config, existing=self._configs(name), clustered=True
-        )
-        if cfg.num_replicas != host.config.num_replicas:
+    def check_update(self, old: StreamConfig, new: StreamConfig) -> None:
+        if new.num_replicas != old.num_replicas:
             raise ApiError(
                 E.CLUSTER_NO_PEERS, err="changing num_replicas is not supported by jetraft yet"
             )
-        outcome = await host.propose(
-            UpdateConfigEntry(time.time_ns(), cfg.model_dump_json().encode())
-        )
-        if isinstance(outcome, ApiError):
-            raise outcome
-        await self._propose_meta(
-            {"op": "upd", "name": name, "config": host.config.model_dump(mode="json")}
-        )
-        host.refresh_subscriptions()
-        self._advisory("UPDATED", name, "modify")
-        return self._info(host, api_json.STREAM_UPDATE_RESPONSE)
 
-    async def _api_msg_get(self, name: str, payload: bytes) -> dict[str, Any]:
-        req = parse_msg_get_request(payload)
-        if isinstance(req, dict):
-            return req
-        host = self._replica(name)
-        await host.read_barrier()
-        return answer_msg_get(host.stream, req)
+    async def updated(self, host: StreamHost) -> None:
+        await self._propose_meta(
+            {"op": "upd", "name": host.name, "config": host.config.model_dump(mode="json")}
+        )
+
+    async def read_barrier(self, host: StreamHost) -> None:
+        await self._leading(host.name).read_barrier()
 
     # --- monitoring ---------------------------------------------------------------------------
     def jsz(self) -> dict[str, Any]:
@@ -593,7 +501,6 @@ class ClusteredJetStream(JetStream):
                 "peers": self.peers,
                 "connected": self.routes.connected_peers(),
             },
-            "api": {"level": SERVER_API_LEVEL, "total": self.api_total, "errors": self.api_errors},
             "streams": streams,
         }
 

@@ -1,0 +1,79 @@
+"""Who holds the streams and who answers: what the one JetStream API (``cluster/jetstream.py``)
+asks of a single server (``cluster/local_streams.py``) or of the cluster's meta group
+(``cluster/meta_streams.py``).
+
+The API's handlers are written once against this interface; the two authorities differ only in
+where a stream's truth lives (a directory on this node, or a Raft group placed by the meta log)
+and in which node answers a request.
+
+Must never: let two nodes answer the same request (``answers``), or change a stream's state other
+than through its host's proposals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from cluster.stream_host import StreamHost
+from protocol.models import StreamConfig
+
+
+class StreamAuthority(Protocol):
+    clustered: bool  # what nats-server's config validation and error choices depend on
+    ready: asyncio.Event  # set once this node can answer (a cluster: a meta leader is known)
+
+    @property
+    def hosts(self) -> Mapping[str, StreamHost]:
+        """The one registry: every stream with a host (a replica, in a cluster) on this node."""
+        ...
+
+    def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def answers(self, op: str, stream: str) -> bool:
+        """Whether this node answers API operation ``op`` (``ACCOUNT_INFO``, ``NAMES``, ``LIST``
+        or a STREAM sub-operation) about ``stream`` ("" for none)."""
+        ...
+
+    def configs(self, exclude: str = "") -> dict[str, StreamConfig]:
+        """Every stream's config (cluster-wide), but ``exclude``'s."""
+        ...
+
+    async def create(self, cfg: StreamConfig) -> tuple[dict[str, Any], bool]:
+        """Create the (normalized) stream, or find it identical: its CREATE response, and whether
+        this call created it."""
+        ...
+
+    async def delete(self, name: str) -> None: ...
+
+    def writer(self, name: str) -> StreamHost:
+        """The host that proposes for ``name`` here; else ``STREAM_NOT_FOUND`` or
+        ``CLUSTER_NOT_LEADER``."""
+        ...
+
+    def check_update(self, old: StreamConfig, new: StreamConfig) -> None:
+        """Refuse a config change this authority cannot carry out."""
+        ...
+
+    async def updated(self, host: StreamHost) -> None:
+        """Record the config ``host`` has just applied wherever stream configs are kept."""
+        ...
+
+    async def read_barrier(self, host: StreamHost) -> None:
+        """Return once ``host`` reflects every write acknowledged before the call."""
+        ...
+
+    def host_info(self, host: StreamHost, type_: str, **kw: Any) -> dict[str, Any]:
+        """A local host's StreamInfo (``cluster/stream_info.py``), with the cluster object."""
+        ...
+
+    async def leader_info(self, name: str) -> dict[str, Any] | None:
+        """A bare StreamInfo of ``name`` from wherever it is answered; None if nobody did."""
+        ...
+
+    def jsz(self) -> dict[str, Any]:
+        """The monitoring ``/jsz`` document, but for the API counters."""
+        ...
