@@ -152,7 +152,7 @@ def validate_raft_message(obj: object) -> dict[str, Any]:
         }
     if kind == APPEND_ENTRIES:
         if "transmission" in obj:
-            # pysyncobj would unpickle the chunks; jetraft never sends them (raft_group.py)
+            # pysyncobj would unpickle the chunks; jetraft never sends them (cluster/raft/)
             raise RaftMessageError("append_entries transmission chunks are refused")
         if "serialized" in obj:
             _keys(obj, _APPEND_SNAPSHOT, frozenset())
@@ -182,7 +182,7 @@ def validate_raft_message(obj: object) -> dict[str, Any]:
         }
     if kind == APPLY_COMMAND:
         _keys(obj, frozenset({"type", "command"}), frozenset({"request_id"}))
-        # only the meta group forwards, and only proposals (raft_group.RaftGroup.propose)
+        # only the meta group takes forwarded proposals (``forward_proposals`` in cluster/raft/)
         command = _command(obj.get("command"), "command", frozenset({COMMAND_REGULAR}))
         out: dict[str, Any] = {"type": kind, "command": command}
         if "request_id" in obj:
