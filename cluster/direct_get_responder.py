@@ -130,21 +130,10 @@ class DirectGetResponder:
         dot = subject.find(".", start)
         via = subject[start:dot] if dot >= 0 else subject[start:]
         key = subject[dot + 1 :] if dot >= 0 else None
-        self.answer(reply, hdr, payload, key, via=via)
-
-    def answer(
-        self, reply: str, hdr: bytes | None, payload: bytes, key: str | None, *, via: str = ""
-    ) -> None:
-        """Answer one Direct Get (``key`` as for ``engine.direct_get``), now or, for a
-        ``min_last_seq`` not applied yet, once it is."""
+        # answered now or, for a min_last_seq not applied yet, once it is (``key`` as for
+        # ``engine.direct_get``)
         self.served += 1
-        replies = try_direct_get(
-            self._stream(),
-            reply_stream_name=self._reply_name(),
-            request_hdr=hdr,
-            payload=payload,
-            subject_key=key,
-        )
+        replies = self._look_up(hdr, payload, key)
         if isinstance(replies, NotApplied):
             self._park(_ParkedGet(replies.min_last_seq, reply, hdr, payload, key, via))
             return
@@ -210,16 +199,21 @@ class DirectGetResponder:
 
     def _answer_parked(self, parked: _ParkedGet) -> None:
         """The answer from the state now; 412 if it still lacks the sequence (never stale)."""
-        replies = try_direct_get(
-            self._stream(),
-            reply_stream_name=self._reply_name(),
-            request_hdr=parked.hdr,
-            payload=parked.payload,
-            subject_key=parked.key,
-        )
+        replies = self._look_up(parked.hdr, parked.payload, parked.key)
         if isinstance(replies, NotApplied):
             replies = [REPLY_MIN_SEQ_NOT_APPLIED]
         self._send(parked.reply, parked.hdr, replies)
+
+    def _look_up(
+        self, hdr: bytes | None, payload: bytes, key: str | None
+    ) -> list[DirectReply] | NotApplied:
+        return try_direct_get(
+            self._stream(),
+            reply_stream_name=self._reply_name(),
+            request_hdr=hdr,
+            payload=payload,
+            subject_key=key,
+        )
 
     def _flush_waiters(self, which: Callable[[_ParkedGet], bool]) -> None:
         keep: list[tuple[int, int, _ParkedGet]] = []

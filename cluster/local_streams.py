@@ -55,6 +55,11 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
+def streams_dir(store_dir: Path) -> Path:
+    """Where each stream's directory lives, on a single server and on a cluster's replicas."""
+    return store_dir / "jetstream" / "streams"
+
+
 def open_store(cfg: StreamConfig, stream_dir: Path) -> MessageStore:
     """The message store a stream's config asks for (file stores live in ``msgs/``)."""
     if cfg.storage == "file":
@@ -79,7 +84,7 @@ class LocalStreams:
         self.router = router
         self.server_name = server_name
         self.batch_context = batch_context
-        self.streams_dir = store_dir / "jetstream" / "streams"
+        self.streams_dir = streams_dir(store_dir)
         self._hosts: dict[str, StreamHost] = {}
         self.ready = asyncio.Event()
         self.attachers = load_attachers()  # stream extensions (mirror/): cluster/extensions.py

@@ -36,7 +36,7 @@ from typing import Any
 from cluster.apply_log import ApplyLog, observe_applies
 from cluster.batching import BatchContext
 from cluster.extension_loader import attach_all, load_attachers
-from cluster.local_streams import MSGS_DIR, open_store, write_atomic
+from cluster.local_streams import MSGS_DIR, open_store, streams_dir, write_atomic
 from cluster.meta_state import Assignment, MetaState, decode_meta_command, encode_meta_command
 from cluster.raft import NotLeaderError, RaftDriver, RaftGroup
 from cluster.replicated_stream import ReplicatedStreamHost
@@ -82,7 +82,7 @@ class MetaStreams:
         self.router = router
         self.server_name = server_name
         self.batch_context = batch_context
-        self.streams_dir = store_dir / "jetstream" / "streams"
+        self.streams_dir = streams_dir(store_dir)
         self.attachers = load_attachers()  # stream extensions (mirror/): cluster/extensions.py
         self.apply_log = apply_log
         self.routes = routes

@@ -14,15 +14,23 @@ ALLOWED = {("engine/filestore.py", "threading")}
 LAYER_ORDER = ["protocol", "engine", "cluster", "mirror"]
 
 
-def _imports(path: Path) -> set[str]:
+def _module_imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, dotted in full (``from cluster import ops`` names
+    ``cluster.ops`` too: it may be a submodule)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
+            names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module.split(".")[0])
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return names
+
+
+def _imports(path: Path) -> set[str]:
+    """The top-level packages ``path`` imports."""
+    return {name.split(".")[0] for name in _module_imports(path)}
 
 
 def _files(package: str) -> list[Path]:
@@ -139,20 +147,6 @@ def test_the_chaos_harness_does_not_import_spark() -> None:
     assert offenders == []
 
 
-def _module_imports(path: Path) -> set[str]:
-    """Every module ``path`` imports, dotted in full (``from cluster import ops`` names
-    ``cluster.ops`` too: it may be a submodule)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return names
-
-
 def _is_within(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
@@ -215,18 +209,10 @@ def _module_graph() -> dict[str, set[str]]:
     """Which project modules each one imports (``TYPE_CHECKING`` imports included: a circle
     drawn only for the type checker is still a circle in the design)."""
     modules = _project_modules()
-    graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        tree = ast.parse(path.read_text(), filename=str(path))
-        targets: set[str] = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                targets.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets.add(node.module)
-                targets.update(f"{node.module}.{alias.name}" for alias in node.names)
-        graph[name] = {t for t in targets if t in modules and t != name}
-    return graph
+    return {
+        name: {t for t in _module_imports(path) if t in modules and t != name}
+        for name, path in modules.items()
+    }
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
