@@ -242,6 +242,15 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
     return opts
 
 
+def server_options(argv: list[str]) -> ServerOptions:
+    """What ``jetraft server <argv>`` would run with, through the real parser and config file
+    reading, without starting anything: for checking command lines written elsewhere (the
+    deployment files, the local cluster's node commands). Bad flags exit as ``jetraft`` does."""
+    parser = argparse.ArgumentParser(prog="jetraft")
+    _server_parser(parser.add_subparsers(dest="command", required=True))
+    return options_from(parser.parse_args(["server", *argv]))
+
+
 def _limit_options(conf: ConfMap, opts: ServerOptions) -> None:
     for key in ("max_connections", "max_conn"):
         value = _int_option(conf, key)

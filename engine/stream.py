@@ -864,6 +864,13 @@ class Stream:
     # ================================================================== state
 
     @property
+    def store(self) -> MessageStore:
+        """The store this stream sits on, for inspecting what it holds (tests, state transfer
+        onto it, reopening it as a restart would). Change it only through :meth:`apply`: a
+        write behind the stream's back leaves its indexes and meta out of step."""
+        return self._store
+
+    @property
     def created_ns(self) -> int:
         return self._created_ns
 

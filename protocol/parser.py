@@ -220,9 +220,9 @@ def _could_be_op(head: bytes) -> bool:
 class ReceiveBuffer:
     """Received bytes not yet parsed: ``_buf[_pos:]`` followed by ``_chunks``.
 
-    The base of both pull parsers (this one and ``protocol.client_parser.ServerParser``). A read
-    that arrives with nothing left over becomes the buffer as it is; later reads are only queued,
-    and joined (one copy) when a parser must look past the end of ``_buf``.
+    The buffering half of :class:`ClientParser`. A read that arrives with nothing left over
+    becomes the buffer as it is; later reads are only queued, and joined (one copy) when the
+    parser must look past the end of ``_buf``.
     """
 
     __slots__ = ("_buf", "_chunks", "_chunks_len", "_pos")

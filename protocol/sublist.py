@@ -210,6 +210,28 @@ class Sublist(Generic[T]):
     def has_interest(self, subject: str) -> bool:
         return bool(self.match(subject))
 
+    # ----------------------------------------------------------------- inspection
+
+    def cache_count(self) -> int:
+        """How many match results are cached (nats-server ``CacheCount``). For monitoring and
+        tests: the cache stays within ``MATCH_CACHE_ENTRIES_MAX`` however many subjects churn."""
+        return len(self._cache)
+
+    def wildcard_nodes(self) -> int:
+        """How many trie nodes the wildcard subscriptions occupy. For tests and memory
+        inspection: removal prunes the trie, so this is 0 once no wildcard subscription is left
+        (nats-server tests pruning with ``numLevels``)."""
+        count = 0
+        levels = [self._root]
+        while levels:
+            level = levels.pop()
+            for node in (*level.nodes.values(), level.pwc, level.fwc):
+                if node is not None:
+                    count += 1
+                    if node.next is not None:
+                        levels.append(node.next)
+        return count
+
     # ----------------------------------------------------------------- trie
 
     def _trie_node(self, tokens: list[str]) -> _Node[T]:

@@ -1,7 +1,7 @@
 """Checks that the files under deploy/ describe a cluster jetraft can actually run.
 
 Every node config is read by jetraft's own parser (cluster.config_file) and turned into server
-options by the real CLI code (cluster.cli.options_from), and so is every command line written in
+options by the real CLI code (cluster.cli.server_options), and so is every command line written in
 the Dockerfile, compose.yaml and the Kubernetes manifest: a misspelt flag, a bad route URL or a
 cluster without a name fails here, not on a production machine. The sets of nodes must be
 consistent (each node listed exactly once in everyone's routes), and the systemd unit, the
@@ -23,7 +23,6 @@ Must never: start docker, kubectl, systemd or a server; these checks read files 
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from pathlib import Path
@@ -95,12 +94,8 @@ def _mapped_config(argv: list[str], files: dict[str, Path]) -> list[str]:
 
 def _jetraft_options(argv: list[str]) -> ServerOptions:
     """What ``jetraft <argv>`` would run with, through the real argument parser."""
-    parser = argparse.ArgumentParser(prog="jetraft")
-    sub = parser.add_subparsers(dest="command", required=True)
-    cli._server_parser(sub)
-    args = parser.parse_args(argv)
-    assert args.command == "server"
-    return cli.options_from(args)
+    assert argv[:1] == ["server"], argv
+    return cli.server_options(argv[1:])
 
 
 def _conf_files(directory: Path) -> list[Path]:

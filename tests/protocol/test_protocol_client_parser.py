@@ -1,4 +1,5 @@
-"""ServerParser (the client side): encode→parse round trips, split anywhere, garbage raises."""
+"""ServerParser (tests/protocol/client_parser.py, the client side): the server's encoders round
+trip through it, split anywhere; garbage raises."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.client_parser import (
+from protocol.headers import encode_header_block
+from protocol.session import OK, PING, PONG, encode_err, encode_hmsg, encode_info, encode_msg
+from tests.protocol.client_parser import (
     Err,
     Info,
     Msg,
@@ -17,8 +20,6 @@ from protocol.client_parser import (
     ServerParser,
     ServerProtocolError,
 )
-from protocol.headers import encode_header_block
-from protocol.session import OK, PING, PONG, encode_err, encode_hmsg, encode_info, encode_msg
 
 
 def parse_chunks(chunks: list[bytes]) -> list[ServerEvent]:
@@ -47,6 +48,7 @@ def parse_chunks(chunks: list[bytes]) -> list[ServerEvent]:
         (b"MSG foo 1 bar 0\r\n\r\n", [Msg("foo", "1", "bar", None, b"")]),
         (b"MSG\tfoo  1\t3\r\nabc\r\n", [Msg("foo", "1", None, None, b"abc")]),
         (b"msg foo 1 3\r\nabc\r\n", [Msg("foo", "1", None, None, b"abc")]),
+        (b"MSG\tfoo 1 3\r\na\nb\r\n", [Msg("foo", "1", None, None, b"a\nb")]),
         (
             b"HMSG foo 1 12 14\r\nNATS/1.0\r\n\r\nhi\r\n",
             [Msg("foo", "1", None, b"NATS/1.0\r\n\r\n", b"hi")],
@@ -61,6 +63,8 @@ def parse_chunks(chunks: list[bytes]) -> list[ServerEvent]:
 def test_server_ops(data: bytes, expected: list[ServerEvent]) -> None:
     assert parse_chunks([data]) == expected
     assert parse_chunks([data[i : i + 1] for i in range(len(data))]) == expected
+    for cut in range(len(data) + 1):
+        assert parse_chunks([data[:cut], data[cut:]]) == expected, cut
 
 
 @pytest.mark.parametrize(

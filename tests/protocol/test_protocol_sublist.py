@@ -99,7 +99,7 @@ def test_cache_is_bounded() -> None:
     sl.insert(">", None, FakeSub("all"))
     for i in range(MATCH_CACHE_ENTRIES_MAX + 10):
         assert len(sl.match(f"s.{i}").plain) == 1
-    assert len(sl._cache) <= MATCH_CACHE_ENTRIES_MAX
+    assert 0 < sl.cache_count() <= MATCH_CACHE_ENTRIES_MAX
 
 
 @pytest.mark.parametrize("bad", ["", "foo..bar", "foo.>.bar", ".x", "x."])
@@ -114,8 +114,11 @@ def test_trie_is_pruned_after_removal() -> None:
     sl: Sublist[FakeSub] = Sublist()
     s = FakeSub("s")
     sl.insert("a.*.c.>", None, s)
+    sl.insert("a.b", None, s)  # a literal subscription takes no trie node
+    assert sl.wildcard_nodes() == 4
     assert sl.remove("a.*.c.>", None, s)
-    assert sl._root.empty()
+    assert sl.wildcard_nodes() == 0
+    assert sl.remove("a.b", None, s)
     assert sl.count() == 0
 
 

@@ -181,10 +181,10 @@ def transfer(
     applier = TransferApplier(follower_store, req)
     done = [applier.feed(chunk) for chunk in chunks]
     assert done == [False] * (len(chunks) - 1) + [True]
-    if not applier.skipped and leader._store.get_meta() is not None:
+    if not applier.skipped and leader.store.get_meta() is not None:
         # Compared with the leader reopened, not the live leader: an expiry blocked by a refused
         # marker is retry state kept in memory only, which a reopen (restart) starts without.
-        reopened = Stream.open(leader._store)
+        reopened = Stream.open(leader.store)
         assert applier.stream.next_expiry_ns() == reopened.next_expiry_ns()
     return applier, chunks
 
@@ -197,7 +197,7 @@ def assert_same(follower: Stream, leader: Stream) -> None:
         leader.created_ns,
         leader.last_msg_id,
     )
-    assert list(follower._store.scan()) == list(leader._store.scan())
+    assert list(follower.store.scan()) == list(leader.store.scan())
 
 
 def _run(
@@ -311,12 +311,10 @@ def test_holes_in_a_long_range_are_found_by_bucket_counts(
     leader = _stream(entries)
     lacking = {s for s in follower_live if s >= leader.first_seq and leader.load(s) is None}
 
-    applier, chunks = transfer(
-        leader, follower._store, CatchupRequest.of(follower), chunk_bytes_max
-    )
+    applier, chunks = transfer(leader, follower.store, CatchupRequest.of(follower), chunk_bytes_max)
     sent_removals = KIND_REMOVE in {chunk[1] for chunk in chunks}
     assert sent_removals or not lacking
-    if not follower_live - {m.seq for m in leader._store.scan()}:
+    if not follower_live - {m.seq for m in leader.store.scan()}:
         assert not sent_removals
     assert_same(applier.stream, leader)
 
@@ -366,7 +364,7 @@ def test_leader_that_purged_everything() -> None:
     leader = _stream(entries)
     assert leader.state().messages == 0 and leader.last_seq == 99
     follower = _stream(entries[:3])
-    applier, chunks = transfer(leader, follower._store, CatchupRequest.of(follower), 200)
+    applier, chunks = transfer(leader, follower.store, CatchupRequest.of(follower), 200)
     assert len(chunks) == 2 and applier.messages_appended == 0  # header and end only
     assert_same(applier.stream, leader)
     assert applier.stream.state().first_seq == 100
@@ -375,7 +373,7 @@ def test_leader_that_purged_everything() -> None:
 def test_follower_equal_to_the_leader_gets_header_and_end_only() -> None:
     leader = _stream(_scenario())
     follower = _stream(_scenario())
-    applier, chunks = transfer(leader, follower._store, CatchupRequest.of(follower), 200)
+    applier, chunks = transfer(leader, follower.store, CatchupRequest.of(follower), 200)
     assert len(chunks) == 2 and not applier.skipped
     assert_same(applier.stream, leader)
 
@@ -385,10 +383,10 @@ def test_follower_ahead_of_the_leader_is_left_as_it_is() -> None:
     leader = _stream(entries[:4])
     follower = _stream(entries)
     before = snapshot(follower)
-    meta = follower._store.get_meta()
-    applier, chunks = transfer(leader, follower._store, CatchupRequest.of(follower), 200)
+    meta = follower.store.get_meta()
+    applier, chunks = transfer(leader, follower.store, CatchupRequest.of(follower), 200)
     assert len(chunks) == 2 and applier.skipped
-    assert follower._store.get_meta() == meta
+    assert follower.store.get_meta() == meta
     assert snapshot(applier.stream) == before
 
 
@@ -445,7 +443,7 @@ def test_transfer_cost_follows_what_is_missing_not_the_stream_size() -> None:
     assert (store.loads, store.scans) == (10, 0)
     sent = sum(len(c) for c in chunks)
     assert len(chunks) == 4
-    applier = TransferApplier(follower._store, req)
+    applier = TransferApplier(follower.store, req)
     assert [applier.feed(c) for c in chunks] == [False, False, False, True]
     assert sent < 2_000 and sent * 500 < full_bytes  # 1.7 KB of 1.04 MB
     assert applier.messages_appended == 10
@@ -462,7 +460,7 @@ def test_runs_of_holes_are_sent_as_ranges() -> None:
     entries.append(PurgeEntry(T0_NS + 1, "S.a0", 0, 0))  # every third message
     entries.append(PurgeEntry(T0_NS + 2, "", 4000, 0))  # everything below 4000
     leader = _stream(entries)
-    applier, chunks = transfer(leader, follower._store, CatchupRequest.of(follower), 1 << 20)
+    applier, chunks = transfer(leader, follower.store, CatchupRequest.of(follower), 1 << 20)
     assert len(chunks) == 3
     assert_same(applier.stream, leader)
 
@@ -486,7 +484,7 @@ def test_every_tampered_chunk_is_refused_and_the_store_never_opens_half_done() -
     for i, chunk in enumerate(chunks):
         for pos in sorted({0, 1, 5, 13, len(chunk) // 2, len(chunk) - 1}):
             follower = _stream(follower_prefix)
-            store = follower._store
+            store = follower.store
             applier = TransferApplier(store, req)
             for good in chunks[:i]:
                 applier.feed(good)
@@ -525,7 +523,7 @@ def test_missing_duplicated_or_foreign_chunks_are_refused(case: str) -> None:
         "no header": chunks[1:2],
         "after the end": [*chunks, chunks[-1]],
     }[case]
-    applier = TransferApplier(_stream(entries[:3])._store, req)
+    applier = TransferApplier(_stream(entries[:3]).store, req)
     with pytest.raises(TransferError):
         for chunk in fed:
             applier.feed(chunk)
@@ -535,10 +533,10 @@ def test_answer_to_another_request_is_refused() -> None:
     leader = _stream(_scenario())
     chunks = list(plan_transfer(leader, CatchupRequest.fresh(), 120))
     follower = _stream(_scenario()[:2])
-    applier = TransferApplier(follower._store, CatchupRequest.of(follower))
+    applier = TransferApplier(follower.store, CatchupRequest.of(follower))
     with pytest.raises(TransferError, match="another request"):
         applier.feed(chunks[0])
-    assert resume_request(follower._store) is None
+    assert resume_request(follower.store) is None
 
 
 def test_forged_digest_is_detected_and_the_store_stays_marked() -> None:
@@ -551,14 +549,14 @@ def test_forged_digest_is_detected_and_the_store_stays_marked() -> None:
         raw[-1] ^= 1
         return raw
 
-    applier = TransferApplier(follower._store, req)
+    applier = TransferApplier(follower.store, req)
     for chunk in chunks[:-1]:
         applier.feed(chunk)
     with pytest.raises(TransferError, match="digest mismatch"):
         applier.feed(_reseal(chunks[-1], flip_digest))
-    assert resume_request(follower._store) is not None
+    assert resume_request(follower.store) is not None
     with pytest.raises(StreamMetaError):
-        Stream.open(follower._store)
+        Stream.open(follower.store)
 
 
 def test_diverged_follower_fails_the_digest_check() -> None:
@@ -566,7 +564,7 @@ def test_diverged_follower_fails_the_digest_check() -> None:
     leader = _stream(entries)
     follower = _stream([*entries[:2], PublishEntry(T0_NS + 2, _msgs(10, 9))])  # other payloads
     with pytest.raises(TransferError, match="digest mismatch"):
-        transfer(leader, follower._store, CatchupRequest.of(follower), 1 << 20)
+        transfer(leader, follower.store, CatchupRequest.of(follower), 1 << 20)
 
 
 def test_forged_run_outside_the_followers_range_is_refused_before_removing() -> None:
@@ -576,18 +574,18 @@ def test_forged_run_outside_the_followers_range_is_refused_before_removing() -> 
     req = CatchupRequest.of(follower)
     chunks = list(plan_transfer(leader, req, 1 << 20))
     assert len(chunks) == 4  # header, removals, messages, end
-    before = list(follower._store.scan())
+    before = list(follower.store.scan())
 
     def widen_last_run(raw: bytearray) -> bytearray:
         raw[-8:] = (req.last_seq + 1).to_bytes(8, "big")
         return raw
 
-    applier = TransferApplier(follower._store, req)
+    applier = TransferApplier(follower.store, req)
     applier.feed(chunks[0])
-    kept = list(follower._store.scan())
+    kept = list(follower.store.scan())
     with pytest.raises(TransferError, match="outside"):
         applier.feed(_reseal(chunks[1], widen_last_run))
-    assert list(follower._store.scan()) == kept and len(kept) <= len(before)
+    assert list(follower.store.scan()) == kept and len(kept) <= len(before)
 
 
 def test_leader_applying_during_a_lazy_transfer_is_refused() -> None:
