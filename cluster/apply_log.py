@@ -41,8 +41,8 @@ from typing import Any, Protocol, TextIO
 from engine.entries import (
     BatchCommitEntry,
     DeleteMsgEntry,
-    Entry,
     ExpireEntry,
+    LogEntry,
     PurgeEntry,
 )
 from engine.store import CorruptRecord, MessageStore, StoredMsg
@@ -149,7 +149,7 @@ class ApplyLog:
         stream: str,
         index: int,
         term: int,
-        entry: Entry | None,
+        entry: LogEntry | None,
         events: list[StoreEvent],
     ) -> None:
         """Rows for what applying ``entry`` at ``index`` did; ``entry`` None means a state
@@ -236,7 +236,7 @@ class ApplyObserver(Protocol):
         ...
 
     def applied(
-        self, stream: Stream, index: int, term_of: Callable[[int], int], raw: bytes, entry: Entry
+        self, stream: Stream, index: int, term_of: Callable[[int], int], raw: bytes, entry: LogEntry
     ) -> None:
         """``entry`` (encoded: ``raw``) was applied at ``index``; ``term_of(index)`` is its term,
         asked only by an observer that needs it."""
@@ -257,7 +257,7 @@ class _NoApplyObserver:
         pass
 
     def applied(
-        self, stream: Stream, index: int, term_of: Callable[[int], int], raw: bytes, entry: Entry
+        self, stream: Stream, index: int, term_of: Callable[[int], int], raw: bytes, entry: LogEntry
     ) -> None:
         pass
 
@@ -292,7 +292,7 @@ class ApplyLogObserver:
         self._store.forget_events()
 
     def applied(
-        self, stream: Stream, index: int, term_of: Callable[[int], int], raw: bytes, entry: Entry
+        self, stream: Stream, index: int, term_of: Callable[[int], int], raw: bytes, entry: LogEntry
     ) -> None:
         term = term_of(index)
         self._log.record_marker(

@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from cluster.stream_host import StreamHost
+from cluster.stream_host import AnyStreamHost
 from protocol.models import StreamConfig
 
 
@@ -25,7 +25,7 @@ class StreamAuthority(Protocol):
     ready: asyncio.Event  # set once this node can answer (a cluster: a meta leader is known)
 
     @property
-    def hosts(self) -> Mapping[str, StreamHost]:
+    def hosts(self) -> Mapping[str, AnyStreamHost]:
         """The one registry: every stream with a host (a replica, in a cluster) on this node."""
         ...
 
@@ -49,7 +49,7 @@ class StreamAuthority(Protocol):
 
     async def delete(self, name: str) -> None: ...
 
-    def writer(self, name: str) -> StreamHost:
+    def writer(self, name: str) -> AnyStreamHost:
         """The host that proposes for ``name`` here; else ``STREAM_NOT_FOUND`` or
         ``CLUSTER_NOT_LEADER``."""
         ...
@@ -58,15 +58,15 @@ class StreamAuthority(Protocol):
         """Refuse a config change this authority cannot carry out."""
         ...
 
-    async def updated(self, host: StreamHost) -> None:
+    async def updated(self, host: AnyStreamHost) -> None:
         """Record the config ``host`` has just applied wherever stream configs are kept."""
         ...
 
-    async def read_barrier(self, host: StreamHost) -> None:
+    async def read_barrier(self, host: AnyStreamHost) -> None:
         """Return once ``host`` reflects every write acknowledged before the call."""
         ...
 
-    def host_info(self, host: StreamHost, type_: str, **kw: Any) -> dict[str, Any]:
+    def host_info(self, host: AnyStreamHost, type_: str, **kw: Any) -> dict[str, Any]:
         """A local host's StreamInfo (``cluster/stream_info.py``), with the cluster object."""
         ...
 

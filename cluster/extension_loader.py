@@ -11,11 +11,11 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 
 from cluster.extensions import EXTENSIONS_GROUP, StreamAttachment
-from cluster.stream_host import StreamHost
+from cluster.stream_host import AnyStreamHost
 
 log = logging.getLogger("jetraft.extensions")
 
-Attacher = Callable[[StreamHost], StreamAttachment | None]
+Attacher = Callable[[AnyStreamHost], StreamAttachment | None]
 
 
 def load_attachers() -> list[Attacher]:
@@ -28,7 +28,7 @@ def load_attachers() -> list[Attacher]:
     return attachers
 
 
-def attach_all(host: StreamHost, attachers: list[Attacher]) -> None:
+def attach_all(host: AnyStreamHost, attachers: list[Attacher]) -> None:
     for attacher in attachers:
         try:
             attachment = attacher(host)

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from cluster.authority import StreamAuthority
+from cluster.consumer_api import ConsumerApi
 from cluster.router import Router
 from engine.entries import DeleteMsgEntry, PurgeEntry, UpdateConfigEntry
 from engine.msg_get import answer_msg_get, parse_msg_get_request
@@ -40,6 +41,7 @@ class JetStream:
     def __init__(self, router: Router, authority: StreamAuthority) -> None:
         self.router = router
         self.authority = authority
+        self.consumers = ConsumerApi(authority)
         self.api_total = 0
         self.api_errors = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -63,11 +65,18 @@ class JetStream:
         if not reply:
             return
         tokens = subject.split(".")
-        handler = self._route(tokens)
+        if len(tokens) > 2 and tokens[2] == "CONSUMER":
+            target = self.consumers.next_target(tokens)
+            if target is not None:
+                if self.authority.answers("CONSUMER_MSG_NEXT", target[0]):
+                    self.consumers.on_next(target[0], target[1], reply, payload)
+                return
+            handler = self.consumers.route(tokens)
+        else:
+            handler = self._route(tokens)
         if handler is None:
             return  # nats-server stays silent for unknown API subjects
-        fn, type_, stream_name = handler
-        op = "ACCOUNT_INFO" if tokens[2] == "INFO" else tokens[3]
+        fn, type_, stream_name, op = handler
         if not self.authority.answers(op, stream_name):
             return
         level = get_header(hdr, "Nats-Required-Api-Level") if hdr else None
@@ -80,17 +89,17 @@ class JetStream:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _route(self, tokens: list[str]) -> tuple[Any, str, str] | None:
+    def _route(self, tokens: list[str]) -> tuple[Any, str, str, str] | None:
         n = len(tokens)
         if n == 3 and tokens[2] == "INFO":
-            return self._api_info, api_json.ACCOUNT_INFO_RESPONSE, ""
+            return self._api_info, api_json.ACCOUNT_INFO_RESPONSE, "", "ACCOUNT_INFO"
         if n < 4 or tokens[2] != "STREAM":
             return None
         op = tokens[3]
         if n == 4 and op == "NAMES":
-            return self._api_names, api_json.STREAM_NAMES_RESPONSE, ""
+            return self._api_names, api_json.STREAM_NAMES_RESPONSE, "", op
         if n == 4 and op == "LIST":
-            return self._api_list, api_json.STREAM_LIST_RESPONSE, ""
+            return self._api_list, api_json.STREAM_LIST_RESPONSE, "", op
         if n == 5:
             simple = {
                 "CREATE": (self._api_create, api_json.STREAM_CREATE_RESPONSE),
@@ -100,12 +109,12 @@ class JetStream:
                 "PURGE": (self._api_purge, api_json.STREAM_PURGE_RESPONSE),
             }.get(op)
             if simple is not None:
-                return simple[0], simple[1], tokens[4]
+                return simple[0], simple[1], tokens[4], op
         if n == 6 and op == "MSG":
             if tokens[4] == "GET":
-                return self._api_msg_get, api_json.STREAM_MSG_GET_RESPONSE, tokens[5]
+                return self._api_msg_get, api_json.STREAM_MSG_GET_RESPONSE, tokens[5], op
             if tokens[4] == "DELETE":
-                return self._api_msg_delete, api_json.STREAM_MSG_DELETE_RESPONSE, tokens[5]
+                return self._api_msg_delete, api_json.STREAM_MSG_DELETE_RESPONSE, tokens[5], op
         return None
 
     async def _run(self, fn: Any, type_: str, stream: str, reply: str, payload: bytes) -> None:
@@ -149,7 +158,7 @@ class JetStream:
             memory=memory,
             storage=storage,
             streams=len(configs),
-            consumers=0,
+            consumers=sum(len(h.consumers.names()) for h in self.authority.hosts.values()),
             api_level=SERVER_API_LEVEL,
             api_total=self.api_total,
             api_errors=self.api_errors,

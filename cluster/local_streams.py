@@ -21,8 +21,9 @@ from typing import Any
 
 from cluster.batching import BatchContext
 from cluster.extension_loader import attach_all, load_attachers
+from cluster.local_log import LocalLog
 from cluster.router import Router
-from cluster.stream_host import StreamHost
+from cluster.stream_host import AnyStreamHost, StreamHost
 from cluster.stream_info import host_info
 from engine import disk
 from engine.filestore import FileStore, segment_bytes_for
@@ -85,12 +86,12 @@ class LocalStreams:
         self.server_name = server_name
         self.batch_context = batch_context
         self.streams_dir = streams_dir(store_dir)
-        self._hosts: dict[str, StreamHost] = {}
+        self._hosts: dict[str, StreamHost[LocalLog]] = {}
         self.ready = asyncio.Event()
         self.attachers = load_attachers()  # stream extensions (mirror/): cluster/extensions.py
 
     @property
-    def hosts(self) -> Mapping[str, StreamHost]:
+    def hosts(self) -> Mapping[str, AnyStreamHost]:
         return self._hosts
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -113,13 +114,16 @@ class LocalStreams:
             await host.close()
         self._hosts.clear()
 
-    def _open_stream(self, cfg: StreamConfig, stream_dir: Path, created_ns: int) -> StreamHost:
+    def _open_stream(
+        self, cfg: StreamConfig, stream_dir: Path, created_ns: int
+    ) -> StreamHost[LocalLog]:
         store = open_store(cfg, stream_dir)
+        durable = cfg.storage == "file"
         host = StreamHost(
             Stream(cfg, store, created_ns),
             store,
             self.router,
-            durable=cfg.storage == "file",
+            lambda owner: LocalLog(owner, store, durable=durable),
             batch_context=self.batch_context,
             node_name=self.server_name,
         )
@@ -160,7 +164,7 @@ class LocalStreams:
         await host.close()
         shutil.rmtree(self.streams_dir / name, ignore_errors=True)
 
-    def writer(self, name: str) -> StreamHost:
+    def writer(self, name: str) -> AnyStreamHost:
         host = self._hosts.get(name)
         if host is None:
             raise ApiError(E.STREAM_NOT_FOUND)
@@ -169,13 +173,13 @@ class LocalStreams:
     def check_update(self, old: StreamConfig, new: StreamConfig) -> None:
         return None  # every change normalize_update let through is carried out by the engine
 
-    async def updated(self, host: StreamHost) -> None:
+    async def updated(self, host: AnyStreamHost) -> None:
         self._persist_config(host.config, host.stream.created_ns)
 
-    async def read_barrier(self, host: StreamHost) -> None:
+    async def read_barrier(self, host: AnyStreamHost) -> None:
         return None  # one server: its engine is the stream
 
-    def host_info(self, host: StreamHost, type_: str, **kw: Any) -> dict[str, Any]:
+    def host_info(self, host: AnyStreamHost, type_: str, **kw: Any) -> dict[str, Any]:
         return host_info(host, self.server_name, type_, **kw)
 
     async def leader_info(self, name: str) -> dict[str, Any] | None:

@@ -2,8 +2,8 @@
 
 The **meta group** is a Raft group over every node. Its log holds stream assignments
 (``cluster/meta_state.py``): name, config, peers. Every node applies it and opens a local replica
-(``ReplicatedStreamHost``, with its own Raft group) for each stream it is a peer of. This is the
-stream authority (``cluster/authority.py``) the JetStream API asks in a cluster.
+(a ``StreamHost`` over a ``RaftLog``: its own Raft group) for each stream it is a peer of. This
+is the stream authority (``cluster/authority.py``) the JetStream API asks in a cluster.
 
 Every node subscribes to ``$JS.API.>`` and interest travels over the routes, so every request
 reaches every node; exactly one answers, the one nats-server would answer from:
@@ -39,19 +39,18 @@ from cluster.extension_loader import attach_all, load_attachers
 from cluster.local_streams import MSGS_DIR, open_store, streams_dir, write_atomic
 from cluster.meta_state import Assignment, MetaState, decode_meta_command, encode_meta_command
 from cluster.raft import NotLeaderError, RaftDriver, RaftGroup
-from cluster.replicated_stream import ReplicatedStreamHost
+from cluster.raft_log import RaftLog
 from cluster.router import Router, Subscription
 from cluster.routes import RouteManager
-from cluster.stream_host import StreamHost
+from cluster.stream_host import AnyStreamHost, StreamHost
 from cluster.stream_info import host_info
 from engine.filestore import FileStore
-from engine.state_transfer import TransferError, resume_request
+from engine.state_transfer import resume_request
 from engine.stream import Stream
 from protocol import api_json, gojson
 from protocol import errors as E
 from protocol.errors import ApiError
 from protocol.models import StreamConfig
-from protocol.route_frames import FrameKind
 from protocol.timefmt import format_rfc3339nano
 
 log = logging.getLogger("jetraft.cluster")
@@ -92,7 +91,7 @@ class MetaStreams:
         self.meta: RaftGroup | None = None
         self.state = MetaState()
         self.peers: list[str] = []
-        self.replicas: dict[str, ReplicatedStreamHost] = {}
+        self.replicas: dict[str, StreamHost[RaftLog]] = {}
         self._leader_subs: dict[str, Subscription] = {}
         self._inbox_seq = 0
         self._form_task: asyncio.Task[None] | None = None
@@ -100,7 +99,7 @@ class MetaStreams:
         self.ready = asyncio.Event()
 
     @property
-    def hosts(self) -> Mapping[str, StreamHost]:
+    def hosts(self) -> Mapping[str, AnyStreamHost]:
         return self.replicas
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -109,7 +108,6 @@ class MetaStreams:
         self.meta_dir.mkdir(parents=True, exist_ok=True)
         self.driver.start()
         self.driver.tick_callbacks.append(self._on_tick)
-        self.routes.on_catchup = self._on_catchup
         self._form_task = asyncio.get_running_loop().create_task(self._form_meta())
         self._form_task.add_done_callback(_log_failure)
 
@@ -194,11 +192,11 @@ class MetaStreams:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _remove_replica(self, name: str, host: ReplicatedStreamHost) -> None:
+    async def _remove_replica(self, name: str, host: StreamHost[RaftLog]) -> None:
         await host.close()
         shutil.rmtree(self.streams_dir / name, ignore_errors=True)
 
-    def _open_replica(self, sa: Assignment) -> ReplicatedStreamHost:
+    def _open_replica(self, sa: Assignment) -> StreamHost[RaftLog]:
         cfg = StreamConfig.model_validate(sa.config)
         stream_dir = self.streams_dir / cfg.name
         stream_dir.mkdir(parents=True, exist_ok=True)
@@ -224,26 +222,30 @@ class MetaStreams:
                 store = open_store(cfg, stream_dir)
         store, apply_observer = observe_applies(self.apply_log, cfg.name, store)
         stream = Stream(cfg, store, sa.created_ns)
-        host = ReplicatedStreamHost(
+        host = StreamHost(
             stream,
             store,
             self.router,
-            raft_dir=stream_dir / "raft",
-            self_id=self.server_name,
-            peers=sa.peers,
-            routes=self.routes,
-            driver=self.driver,
+            lambda owner: RaftLog(
+                owner,
+                store,
+                raft_dir=stream_dir / "raft",
+                self_id=self.server_name,
+                peers=sa.peers,
+                transport=self.routes,
+                driver=self.driver,
+                apply_observer=apply_observer,
+            ),
             batch_context=self.batch_context,
-            on_leader_change=self._stream_leader_changed,
-            apply_observer=apply_observer,
+            node_name=self.server_name,
+            on_role_change=self._stream_leader_changed,
         )
-        host.send_catchup = self._send_catchup
         self.replicas[cfg.name] = host
         host.start()
         attach_all(host, self.attachers)
         return host
 
-    def _stream_leader_changed(self, host: ReplicatedStreamHost) -> None:
+    def _stream_leader_changed(self, host: StreamHost[RaftLog]) -> None:
         name = host.name
         if host.is_leader and name not in self._leader_subs:
             self._leader_subs[name] = self.router.subscribe_internal(
@@ -264,27 +266,6 @@ class MetaStreams:
         if reply and host is not None and host.is_leader:
             info = self.host_info(host, "", dynamic_metadata=False)
             self.router.publish(reply, None, None, gojson.encode(info))
-
-    # --- state transfer between replicas ------------------------------------------------------
-    def _send_catchup(self, peer: str, body: list[Any]) -> None:
-        self.routes.send(peer, FrameKind.CATCHUP, body)
-
-    def _on_catchup(self, peer: str, body: list[Any]) -> None:
-        stream, transfer_id, part, data = body
-        host = self.replicas.get(str(stream))
-        if host is None:
-            return
-        if part != "req":
-            host.on_transfer_chunk(int(transfer_id), str(part), bytes(data))
-            return
-        try:
-            chunks = host.transfer_chunks(bytes(data))
-        except TransferError as exc:
-            self.routes.send(peer, FrameKind.CATCHUP, [stream, transfer_id, "error", str(exc)])
-            return
-        log.info("stream %s: state transfer to %s (%d chunks)", stream, peer, len(chunks))
-        for chunk in chunks:
-            self.routes.send(peer, FrameKind.CATCHUP, [stream, transfer_id, "chunk", chunk])
 
     # --- who answers --------------------------------------------------------------------------
     def answers(self, op: str, stream_name: str) -> bool:
@@ -325,14 +306,14 @@ class MetaStreams:
         return info
 
     # --- info with the cluster object ---------------------------------------------------------
-    def host_info(self, host: StreamHost, type_: str, **kw: Any) -> dict[str, Any]:
+    def host_info(self, host: AnyStreamHost, type_: str, **kw: Any) -> dict[str, Any]:
         replica = self.replicas.get(host.name)
         if replica is host and "cluster" not in kw:
             kw["cluster"] = self._cluster_info(replica)
         return host_info(host, self.server_name, type_, **kw)
 
-    def _cluster_info(self, host: ReplicatedStreamHost) -> dict[str, Any]:
-        group = host.group
+    def _cluster_info(self, host: StreamHost[RaftLog]) -> dict[str, Any]:
+        group = host.log.group
         out: dict[str, Any] = {"name": self.cluster_name, "raft_group": group.group_name}
         leader = group.leader_id
         if leader is not None:
@@ -436,10 +417,10 @@ class MetaStreams:
         await self._propose_meta({"op": "del", "name": name})
 
     # --- StreamAuthority: the stream leader's part ----------------------------------------------
-    def writer(self, name: str) -> StreamHost:
+    def writer(self, name: str) -> AnyStreamHost:
         return self._leading(name)
 
-    def _leading(self, name: str) -> ReplicatedStreamHost:
+    def _leading(self, name: str) -> StreamHost[RaftLog]:
         host = self.replicas.get(name)
         if host is None:
             raise ApiError(E.STREAM_NOT_FOUND)
@@ -453,33 +434,33 @@ class MetaStreams:
                 E.CLUSTER_NO_PEERS, err="changing num_replicas is not supported by jetraft yet"
             )
 
-    async def updated(self, host: StreamHost) -> None:
+    async def updated(self, host: AnyStreamHost) -> None:
         await self._propose_meta(
             {"op": "upd", "name": host.name, "config": host.config.model_dump(mode="json")}
         )
 
-    async def read_barrier(self, host: StreamHost) -> None:
-        await self._leading(host.name).read_barrier()
+    async def read_barrier(self, host: AnyStreamHost) -> None:
+        await self._leading(host.name).log.read_barrier()
 
     # --- monitoring ---------------------------------------------------------------------------
     def jsz(self) -> dict[str, Any]:
         streams = []
         for name, host in sorted(self.replicas.items()):
             st = host.stream.state()
-            group = host.group
+            group = host.log.group
             streams.append(
                 {
                     "name": name,
                     "leader": group.leader_id,
                     "is_leader": host.is_leader,
-                    "replicas": host.peers,
-                    "preferred_leader": host.preferred,
+                    "replicas": host.log.peers,
+                    "preferred_leader": host.log.preferred,
                     "raft_group": group.group_name,
                     "term": group.term,
                     "applied_index": host.stream.applied_index,
                     "raft_applied": group.last_applied,
                     "commit_index": group.commit_index,
-                    "lag": host.lag(),
+                    "lag": host.log.lag(),
                     "digest": host.stream.digest().hex(),
                     # messages only (no config, no index): equal on a mirror and its upstream
                     "content_digest": host.stream.content_digest().hex(),

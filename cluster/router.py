@@ -41,6 +41,7 @@ class RouteForwarder(Protocol):
         payload: bytes,
         plain: bool,
         queues: list[str],
+        shown: str | None = None,
     ) -> None: ...
 
 
@@ -108,10 +109,30 @@ class Router:
         self._local_interest: dict[tuple[str, str | None], int] = {}
         self._local_exclude: dict[tuple[str, str | None], str] = {}
         self._remote: dict[tuple[str, str, str | None], Subscription] = {}
+        # literal subjects someone waits to see interest in (a push consumer's deliver subject)
+        self._watched: dict[str, list[Callable[[], None]]] = {}
 
     def add(self, sub: Subscription) -> None:
         self.sublist.insert(sub.subject, sub.queue, sub)
         self._interest_changed(sub, 1)
+        if self._watched:
+            self._interest_appeared(sub.subject)
+
+    def watch_interest(self, subject: str, callback: Callable[[], None]) -> None:
+        """Call ``callback`` whenever a subscription on exactly ``subject`` appears (here or on
+        a peer); ``unwatch_interest`` stops it."""
+        self._watched.setdefault(subject, []).append(callback)
+
+    def unwatch_interest(self, subject: str, callback: Callable[[], None]) -> None:
+        callbacks = self._watched.get(subject, [])
+        if callback in callbacks:
+            callbacks.remove(callback)
+        if not callbacks:
+            self._watched.pop(subject, None)
+
+    def _interest_appeared(self, subject: str) -> None:
+        for callback in list(self._watched.get(subject, ())):
+            callback()
 
     def remove(self, sub: Subscription) -> None:
         if self.sublist.remove(sub.subject, sub.queue, sub):
@@ -130,6 +151,11 @@ class Router:
             count = 0
         if self.interest_listener is not None:
             self.interest_listener(sub.subject, sub.queue, count, self._local_exclude.get(key))
+
+    def has_interest(self, subject: str) -> bool:
+        """Would a message on ``subject`` reach anyone (here or behind a route)?"""
+        result = self.sublist.match(subject)
+        return bool(result.plain) or bool(result.queues)
 
     def local_interest(self) -> list[tuple[str, str | None, int, str | None]]:
         """Every (subject, queue, members, excluded prefix) this node has: what a newly
@@ -150,6 +176,8 @@ class Router:
             sub.route = peer
             self._remote[key] = sub
             self.sublist.insert(subject, queue, sub)
+            if self._watched:
+                self._interest_appeared(subject)
         sub.weight = max(1, weight)
         sub.exclude = exclude
 
@@ -183,8 +211,11 @@ class Router:
         hdr: bytes | None,
         payload: bytes,
         origin: ClientConnection | None = None,
+        shown: str | None = None,
     ) -> int:
-        """Deliver to every matching subscriber; returns how many received it."""
+        """Deliver to every matching subscriber; returns how many received it. ``shown`` is the
+        subject subscribers see when it is not the one routed on (a consumer delivers a stream
+        message, with its own subject, to a deliver subject or a pull request's inbox)."""
         self.in_msgs += 1
         result = self.sublist.match(subject)
         delivered = 0
@@ -202,7 +233,7 @@ class Router:
                 continue
             if sub.exclude is not None and subject.startswith(sub.exclude):
                 continue
-            if self._deliver(sub, subject, reply, hdr, payload):
+            if self._deliver(sub, subject, reply, hdr, payload, shown):
                 delivered += 1
         for queue, members in result.queues.items():
             candidates = members
@@ -212,11 +243,11 @@ class Router:
                     continue
             sub = self._choose(candidates)
             if sub.route is None:
-                if self._deliver(sub, subject, reply, hdr, payload):
+                if self._deliver(sub, subject, reply, hdr, payload, shown):
                     delivered += 1
                     continue
                 done, route_sub = self._queue_fallback(
-                    sub, candidates, subject, reply, hdr, payload
+                    sub, candidates, subject, reply, hdr, payload, shown
                 )
                 if done:
                     delivered += 1
@@ -228,7 +259,9 @@ class Router:
                 peer_queues = {}
             peer_queues.setdefault(sub.route, []).append(queue)
         if (plain_peers or peer_queues) and self.forwarder is not None:
-            delivered += self._forward(subject, reply, hdr, payload, plain_peers, peer_queues)
+            delivered += self._forward(
+                subject, reply, hdr, payload, plain_peers, peer_queues, shown
+            )
         if delivered == 0 and reply and origin is not None and origin.no_responders:
             self._no_responders(subject, reply, origin)
         return delivered
@@ -241,6 +274,7 @@ class Router:
         reply: str | None,
         hdr: bytes | None,
         payload: bytes,
+        shown: str | None = None,
     ) -> tuple[bool, Subscription | None]:
         """The chosen queue member's permissions dropped the message: nats-server
         (processMsgResults) then tries the group's other local members, and sends it to a
@@ -254,7 +288,7 @@ class Router:
                 if route_sub is None:
                     route_sub = member
                 continue
-            if self._deliver(member, subject, reply, hdr, payload):
+            if self._deliver(member, subject, reply, hdr, payload, shown):
                 return True, None
         return False, route_sub
 
@@ -274,13 +308,14 @@ class Router:
         payload: bytes,
         plain_peers: set[str] | None,
         peer_queues: dict[str, list[str]] | None,
+        shown: str | None = None,
     ) -> int:
         assert self.forwarder is not None
         peers = set(plain_peers or ()) | set(peer_queues or ())
         for peer in peers:
             queues = peer_queues.get(peer, []) if peer_queues else []
             plain = plain_peers is not None and peer in plain_peers
-            self.forwarder.forward(peer, subject, reply, hdr, payload, plain, queues)
+            self.forwarder.forward(peer, subject, reply, hdr, payload, plain, queues, shown)
         return len(peers)
 
     def deliver_routed(
@@ -291,6 +326,7 @@ class Router:
         payload: bytes,
         plain: bool,
         queues: list[str],
+        shown: str | None = None,
     ) -> None:
         """A message a peer forwarded: local subscribers only, and only what the peer chose."""
         self.in_msgs += 1
@@ -301,16 +337,22 @@ class Router:
                     continue
                 if sub.exclude is not None and subject.startswith(sub.exclude):
                     continue
-                self._deliver(sub, subject, reply, hdr, payload)
+                self._deliver(sub, subject, reply, hdr, payload, shown)
         for queue in queues:
             local = [m for m in result.queues.get(queue, ()) if m.route is None]
             if local:
                 sub = self._choose(local)
-                if not self._deliver(sub, subject, reply, hdr, payload):
-                    self._queue_fallback(sub, local, subject, reply, hdr, payload)
+                if not self._deliver(sub, subject, reply, hdr, payload, shown):
+                    self._queue_fallback(sub, local, subject, reply, hdr, payload, shown)
 
     def _deliver(
-        self, sub: Subscription, subject: str, reply: str | None, hdr: bytes | None, payload: bytes
+        self,
+        sub: Subscription,
+        subject: str,
+        reply: str | None,
+        hdr: bytes | None,
+        payload: bytes,
+        shown: str | None = None,
     ) -> bool:
         """False when the subscriber's permissions drop the message (nats-server deliverMsg:
         a denied subject under a wildcard subscription); it then does not count."""
@@ -326,6 +368,8 @@ class Router:
                 self.remove(sub)
                 if sub.conn is not None:
                     sub.conn.forget_sub(sub)
+        if shown is not None:
+            subject = shown
         if sub.handler is not None:
             sub.handler(subject, reply, hdr, payload)
         elif conn is not None:

@@ -74,7 +74,6 @@ ACCEPT_RETRY_DELAY_S = 0.1
 # the connection is dropped instead, and Raft and the route resynchronise when it returns
 ROUTE_PENDING_BYTES_MAX = 128 * 1024 * 1024
 
-CatchupHandler = Callable[[str, list[Any]], None]
 PeerHandler = Callable[[str], None]
 
 
@@ -236,15 +235,21 @@ class _Link(asyncio.Protocol):
             if mgr.raft is not None:  # without Raft (tests of the links alone): ignored
                 mgr.raft.on_raft(peer, body[0], body[1])
         elif kind == FrameKind.MSG:
-            subject, reply, hdr, payload, plain, queues = body
-            mgr.router.deliver_routed(subject, reply, hdr, payload, plain, queues)
+            if type(body) is not list or len(body) not in (6, 7):
+                raise FrameError("a MSG frame is [subject, reply, hdr, payload, plain, queues]")
+            shown = body[6] if len(body) == 7 else None
+            if shown is not None and type(shown) is not str:
+                raise FrameError("a MSG frame's shown subject is a string")
+            subject, reply, hdr, payload, plain, queues = body[:6]
+            mgr.router.deliver_routed(subject, reply, hdr, payload, plain, queues, shown)
         elif kind == FrameKind.SUB:
             exclude = body[3] if len(body) > 3 else None
             mgr.router.set_remote(peer, body[0], body[1], int(body[2]), exclude)
         elif kind == FrameKind.UNSUB:
             mgr.router.remove_remote(peer, body[0], body[1])
         elif kind == FrameKind.CATCHUP:
-            mgr.on_catchup(peer, body)
+            if mgr.raft is not None:
+                mgr.raft.on_catchup(peer, body)
 
     def _on_hello(self, body: Any) -> None:
         if not isinstance(body, dict) or self.peer is not None:
@@ -339,7 +344,6 @@ class RouteManager:
         self.port = port
         self.route_urls = list(route_urls)
         self.router = router
-        self.on_catchup: CatchupHandler = lambda _p, _b: None
         self.peer_up: list[PeerHandler] = []
         self.peer_down: list[PeerHandler] = []
         self._out: dict[str, _Link] = {}
@@ -397,6 +401,14 @@ class RouteManager:
         """Only nodes behind this node's configured route URLs may join: their names are the
         ones learned by dialing those URLs."""
         return name != self.name and name in self.resolved.values()
+
+    def inbound(self, peer: str) -> _Link | None:
+        """The accepted link ``peer`` is authenticated on, if any (the route port's state)."""
+        return self._in.get(peer)
+
+    def inbound_peers(self) -> set[str]:
+        """The peers authenticated on accepted links."""
+        return set(self._in)
 
     def _server_ssl(self) -> ssl.SSLContext | None:
         tls = self.tls
@@ -631,6 +643,9 @@ class RouteManager:
     def send_raft(self, peer: str, group: str, message: dict[str, Any]) -> bool:
         return self.send(peer, FrameKind.RAFT, [group, message])
 
+    def send_catchup(self, peer: str, message: list[Any]) -> bool:
+        return self.send(peer, FrameKind.CATCHUP, message)
+
     def forward(
         self,
         peer: str,
@@ -640,8 +655,12 @@ class RouteManager:
         payload: bytes,
         plain: bool,
         queues: list[str],
+        shown: str | None = None,
     ) -> None:
-        self.send(peer, FrameKind.MSG, [subject, reply, hdr, payload, plain, queues])
+        body = [subject, reply, hdr, payload, plain, queues]
+        if shown is not None:
+            body.append(shown)
+        self.send(peer, FrameKind.MSG, body)
 
     def _on_local_interest(
         self, subject: str, queue: str | None, count: int, exclude: str | None

@@ -1,43 +1,53 @@
 """Hosts one stream on this node: ingest, group commit, expiry timer, and its read responders.
 
+The host is the same on a single server and on every replica of a clustered stream; what differs
+is its log (cluster/stream_log.py): ``LocalLog`` applies and fsyncs here, ``RaftLog`` proposes to
+the stream's Raft group and applies what it commits. The host decides what goes into an entry and
+sends the acknowledgements; the log decides when an entry is durable, and whether this node may
+append at all (a replica: while it leads).
+
 A message carrying ``Nats-Batch-Id`` goes to the stream's atomic batch staging
 (``cluster/batching.py``) instead; a complete batch enters the queue as one
 ``BatchCommitEntry`` and gets its PubAck once that entry is applied and durable.
 
-Publishes that arrive while a commit is in flight are coalesced into one ``PublishEntry`` (group
-commit): one apply, one flush, one fsync, then every PubAck of the group is sent. API operations
-(purge, delete, update, expire) travel the same queue, so every state change reaches the engine
-through ``Stream.apply`` in one total order — the order a Raft log will impose in the cluster.
+Publishes that arrive while entries are in flight are coalesced into one ``PublishEntry`` (group
+commit): one entry, one apply, one fsync (or Raft commit), then every PubAck of the group is
+sent. API operations (purge, delete, update, expire) travel the same queue, so every state change
+reaches the engine through ``Stream.apply`` in one total order: the log's.
 
 Reads are answered by the host's responders: Direct Get (``cluster/direct_get_responder.py``,
 which parks read-your-writes requests until the apply that reaches them: the host wakes it after
 every apply) and mirror fetch (``cluster/mirror_fetch_responder.py``).
 
-Must never: change stream state except through ``Stream.apply``, acknowledge a publish before
-the store has fsynced it, or answer a Direct Get from a state older than its ``min_last_seq``.
+Must never: change stream state except through ``apply`` (called by the log), acknowledge a
+publish before its log says it is durable, or answer a Direct Get from a state older than its
+``min_last_seq``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from cluster.batching import AtomicBatches, BatchContext
+from cluster.consumer_host import ConsumerHost
 from cluster.direct_get_responder import DirectGetLimits, DirectGetResponder
 from cluster.extensions import StreamAttachment
 from cluster.mirror_fetch_responder import MirrorFetchResponder
 from cluster.router import Router, Subscription
+from cluster.stream_log import LogOwner, StreamLog
 from engine.batch import BatchResult, batch_id_of
 from engine.entries import (
     BatchCommitEntry,
-    Entry,
     ExpireEntry,
     InboundMsg,
+    LogEntry,
     PublishEntry,
     UpdateConfigEntry,
 )
@@ -52,7 +62,6 @@ log = logging.getLogger("jetraft.stream")
 
 GROUP_COMMIT_MSGS_MAX = 8192  # bounds one PublishEntry, so one apply never stalls the loop long
 GROUP_COMMIT_BYTES_MAX = 8 * 1024 * 1024
-COMMIT_ITEMS_PER_TURN_MAX = 4  # entries applied before the loop gets a turn again
 _BATCH_ID_KEY = b"Nats-Batch-Id:"  # a cheap test before the header lookup on every publish
 
 
@@ -64,7 +73,7 @@ class QueuedPublish:
 
 @dataclass(slots=True)
 class QueuedOp:
-    entry: Entry
+    entry: LogEntry
     future: asyncio.Future[Any] | None
 
 
@@ -74,22 +83,25 @@ class QueuedBatchCommit:
     reply: str | None
 
 
-class StreamHost:
+Log_co = TypeVar("Log_co", bound=StreamLog, covariant=True)
+
+
+class StreamHost(Generic[Log_co]):
     def __init__(
         self,
         stream: Stream,
         store: MessageStore,
         router: Router,
+        make_log: Callable[[LogOwner], Log_co],
         *,
-        durable: bool,
         batch_context: BatchContext | None = None,
         node_name: str = "",
         direct_limits: DirectGetLimits | None = None,
+        on_role_change: Callable[[StreamHost[Log_co]], None] | None = None,
     ) -> None:
         self.stream = stream
         self.store = store
         self.router = router
-        self.durable = durable
         self._queue: collections.deque[QueuedPublish | QueuedOp | QueuedBatchCommit] = (
             collections.deque()
         )
@@ -102,6 +114,7 @@ class StreamHost:
         self._expiry_timer: asyncio.TimerHandle | None = None
         self._expiry_at_ns = 0
         self._closing = False
+        self._on_role_change = on_role_change
         self.offline = False
         self.attachments: list[StreamAttachment] = []  # cluster/extensions.py (mirror/ ...)
         # ``node_name`` answers Direct Gets that ask which node served them
@@ -113,6 +126,12 @@ class StreamHost:
             limits=direct_limits,
         )
         self.fetch = MirrorFetchResponder(router, lambda: self.stream)
+        self.consumers = ConsumerHost(self)
+        self._log = make_log(self)  # last: the log may read the stream and call back
+
+    @property
+    def log(self) -> Log_co:
+        return self._log
 
     @property
     def name(self) -> str:
@@ -124,50 +143,64 @@ class StreamHost:
 
     @property
     def is_leader(self) -> bool:
-        """Whether this host may propose (a replica: its Raft group's leader)."""
-        return True
+        """Whether this host may append (a replica: its Raft group's leader)."""
+        return self._log.is_leader
 
     @property
     def caught_up(self) -> bool:
         """Whether this host may serve reads (a replica: close enough to its leader)."""
-        return True
+        return self._log.caught_up
 
     # --- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
+        self._log.start()
         self._task = asyncio.get_running_loop().create_task(self._commit_loop())
         self._task.add_done_callback(self._commit_loop_ended)
         self.refresh_subscriptions()
         self._schedule_expiry()
 
     def refresh_subscriptions(self) -> None:
-        """(Re)subscribe to the stream's subjects and, while allow_direct, to Direct Get."""
-        for sub in self._ingest_subs:
-            self.router.remove(sub)
-        self._ingest_subs = [
-            self.router.subscribe_internal(subject, self._ingest)
-            for subject in self.config.subjects
-        ]
-        self.fetch.serve(True)
-        self.direct.serve(self.name, self.config.allow_direct)
+        """Ingest while this node may append; Direct Get and mirror fetch while it is caught up
+        (Direct Get only while allow_direct)."""
+        ingest = self.is_leader and not self._closing and not self.offline
+        subjects = list(self.config.subjects) if ingest else []
+        if [s.subject for s in self._ingest_subs] != subjects:
+            for sub in self._ingest_subs:
+                self.router.remove(sub)
+            self._ingest_subs = [
+                self.router.subscribe_internal(subject, self._ingest) for subject in subjects
+            ]
+        self.consumers.serve(ingest)
+        readable = self.caught_up and not self._closing and not self.offline
+        self.fetch.serve(readable)
+        self.direct.serve(self.name, self.config.allow_direct and readable)
 
     def unsubscribe_all(self) -> None:
         for sub in self._ingest_subs:
             self.router.remove(sub)
         self._ingest_subs = []
+        self.consumers.serve(False)
         self.fetch.serve(False)
         self.direct.close()
 
     async def close(self) -> None:
-        """Stop taking publishes, commit what is queued, then close the store."""
+        """Stop taking publishes, then finish what is queued (a local log) or fail it (a
+        replica, which may have no quorum), and close the store."""
+        self._closing = True
+        await self.consumers.close()
         await self.close_attachments()
         self.unsubscribe_all()
         self._batches.close()  # staged, uncommitted batches vanish with the process
         if self._expiry_timer is not None:
             self._expiry_timer.cancel()
-        self._closing = True
         self._wake.set()
-        if self._task is not None and not self.offline:
-            await self._task
+        if self._task is not None:
+            if self._log.drains_on_close and not self.offline:
+                await self._task
+            else:
+                self._task.cancel()
+        self._fail_queued(ApiError(E.CLUSTER_NOT_LEADER))
+        await self._log.close()
         self.store.sync()
         self.store.close()
 
@@ -184,6 +217,49 @@ class StreamHost:
         for attachment in self.attachments:
             out.update(attachment.info())
         return out
+
+    def on_tick(self) -> None:
+        """The node's periodic tick: keeps the read subscriptions honest, ticks attachments
+        and the log."""
+        want = self.config.allow_direct and self.caught_up
+        if want != self.direct.serving(self.name) or self.caught_up != self.fetch.serving:
+            self.refresh_subscriptions()
+        for attachment in self.attachments:
+            attachment.on_tick()
+        self._log.on_tick()
+
+    # --- LogOwner: what the log calls ---------------------------------------------------
+    def apply(self, index: int, entry: LogEntry) -> Any:
+        result = self.stream.apply(index, entry)
+        if isinstance(entry, UpdateConfigEntry):
+            self._batches.config_changed(self.config)
+            asyncio.get_running_loop().call_soon(self.refresh_subscriptions)
+        # the next expiry is known once this entry is applied (not when it was appended: an
+        # ExpireEntry in flight would otherwise be proposed again)
+        self._schedule_expiry()
+        self.direct.wake()  # read-your-writes Direct Gets waiting for this sequence
+        self.consumers.applied(entry, result)
+        return result
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def role_changed(self) -> None:
+        if not self.is_leader:
+            self._batches.close()  # a staged batch never commits on a deposed leader
+            if self._expiry_timer is not None:
+                self._expiry_timer.cancel()
+                self._expiry_timer = None
+            self._fail_queued(ApiError(E.CLUSTER_NOT_LEADER))
+        asyncio.get_running_loop().call_soon(self._after_role_change)
+
+    def _after_role_change(self) -> None:
+        self.refresh_subscriptions()
+        if self.is_leader:
+            self._schedule_expiry()
+            self._wake.set()
+        if self._on_role_change is not None:
+            self._on_role_change(self)
 
     # --- ingest and proposals -----------------------------------------------------------
     def _ingest(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes) -> None:
@@ -202,86 +278,67 @@ class StreamHost:
             self._queue.append(QueuedBatchCommit(ready.entry(time.time_ns()), reply))
             self._wake.set()
 
-    async def propose(self, entry: Entry) -> Any:
+    async def propose(self, entry: LogEntry) -> Any:
+        """Append ``entry`` and return its apply result once it is durable."""
         if self.offline:
             raise ApiError(E.STREAM_OFFLINE)
+        if not self.is_leader:
+            raise ApiError(E.CLUSTER_NOT_LEADER)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queue.append(QueuedOp(entry, future))
         self._wake.set()
         return await future
 
-    def _propose_nowait(self, entry: Entry) -> None:
-        self._queue.append(QueuedOp(entry, None))
-        self._wake.set()
+    def _propose_nowait(self, entry: LogEntry) -> None:
+        if self.is_leader:
+            self._queue.append(QueuedOp(entry, None))
+            self._wake.set()
 
     async def _commit_loop(self) -> None:
-        """Apply what is queued, fsync it in a worker thread, and only then acknowledge it.
-
-        While one fsync runs, newly arrived publishes are already applied and flushed to the OS,
-        so the next fsync covers them all: apply and fsync overlap, and the cost of an fsync is
-        shared by everything that arrived while the previous one ran.
-        """
-        loop = asyncio.get_running_loop()
-        unsynced: list[Callable[[], None]] = []
-        inflight: asyncio.Future[None] | None = None
-        inflight_done: list[Callable[[], None]] = []
+        """Hand what is queued to the log in bounded turns; acknowledgements follow from the log
+        once each entry is durable."""
+        log_ = self._log
         while True:
             self._wake.clear()
-            if inflight is not None and inflight.done():
-                inflight.result()  # an fsync failure must not be acknowledged
-                inflight = None
-                for done in inflight_done:
-                    done()
-                inflight_done = []
-            applied = 0
-            while self._queue and applied < COMMIT_ITEMS_PER_TURN_MAX:
-                unsynced.append(self._apply_next())
-                applied += 1
-            if unsynced and inflight is None:
-                self.store.flush()
-                if self.durable and len(unsynced) == 1 and not self._queue:
-                    # nothing to overlap with: an inline fsync (~0.1 ms) beats the hand-off to a
-                    # worker thread and back, which would add to every lone publisher's latency
-                    self.store.fsync()
-                    unsynced.pop()()
-                elif self.durable:
-                    inflight = loop.run_in_executor(None, self.store.fsync)
-                    inflight.add_done_callback(lambda _f: self._wake.set())
-                    inflight_done, unsynced = unsynced, []
-                else:
-                    for done in unsynced:
-                        done()
-                    unsynced = []
-            self._schedule_expiry()
-            if self._queue and applied:
+            log_.poll()
+            appended = 0
+            while self._queue and log_.has_room(appended):
+                if not log_.is_leader:
+                    self._fail_queued(ApiError(E.CLUSTER_NOT_LEADER))
+                    break
+                self._append_next()
+                appended += 1
+            log_.end_turn(bool(self._queue))
+            if self._queue and appended:
                 await asyncio.sleep(0)  # let the loop breathe between bounded turns
                 continue
-            if not self._queue and inflight is None and not unsynced and self._closing:
+            if self._closing and not self._queue and log_.idle():
                 return
             await self._wake.wait()
 
-    def _apply_next(self) -> Callable[[], None]:
-        """Apply the head of the queue; returns what to do once it is durable."""
+    def _append_next(self) -> None:
+        """Append the head of the queue (publishes: as many as one entry takes)."""
         head = self._queue[0]
         if isinstance(head, QueuedOp):
             self._queue.popleft()
-            outcome = self._apply(head.entry)
-            future = head.future
-            if isinstance(head.entry, UpdateConfigEntry):
-                self._batches.config_changed(self.config)
-
-            def resolve() -> None:
-                if future is not None and not future.done():
-                    future.set_result(outcome)
-
-            return resolve
-        if isinstance(head, QueuedBatchCommit):
+            self._log.append(
+                head.entry, functools.partial(_resolve, head), functools.partial(_reject, head)
+            )
+        elif isinstance(head, QueuedBatchCommit):
             self._queue.popleft()
-            result = self._apply(head.entry)
-            return lambda: self._send_batch_ack(head, result)
-        pubs = self._take_publishes()
-        results = self._apply(PublishEntry(time.time_ns(), tuple(p.msg for p in pubs)))
-        return lambda: self._send_acks(pubs, results)
+            self._log.append(head.entry, functools.partial(self._send_batch_ack, head), _dropped)
+        else:
+            pubs = self._take_publishes()
+            entry = PublishEntry(time.time_ns(), tuple(p.msg for p in pubs))
+            self._log.append(entry, functools.partial(self._send_acks, pubs), _dropped)
+
+    def _fail_queued(self, error: ApiError) -> None:
+        """Fail the queued API operations; queued publishes go unanswered (the client's request
+        times out and it retries, as with nats-server when a leader steps down)."""
+        while self._queue:
+            item = self._queue.popleft()
+            if isinstance(item, QueuedOp):
+                _reject(item, error)
 
     def _commit_loop_ended(self, task: asyncio.Task[None]) -> None:
         """A failed apply or fsync leaves the stream in an unknown state: take it offline (clients
@@ -292,10 +349,7 @@ class StreamHost:
         self.offline = True
         self.unsubscribe_all()
         self._batches.close()
-        while self._queue:
-            item = self._queue.popleft()
-            if isinstance(item, QueuedOp) and item.future is not None and not item.future.done():
-                item.future.set_exception(ApiError(E.STREAM_OFFLINE))
+        self._fail_queued(ApiError(E.STREAM_OFFLINE))
 
     def _take_publishes(self) -> list[QueuedPublish]:
         pubs: list[QueuedPublish] = []
@@ -309,11 +363,6 @@ class StreamHost:
             if size >= GROUP_COMMIT_BYTES_MAX:
                 break
         return pubs
-
-    def _apply(self, entry: Entry) -> Any:
-        result = self.stream.apply(self.stream.applied_index + 1, entry)
-        self.direct.wake()
-        return result
 
     def _send_acks(self, pubs: list[QueuedPublish], results: Any) -> None:
         if self.config.no_ack:
@@ -340,10 +389,12 @@ class StreamHost:
             body = api_json.pub_ack_json(self.name, result.seq, batch=batch_id, count=result.count)
         self.router.publish(commit.reply, None, None, body)
 
-    # --- MaxAge expiry -------------------------------------------------------------------
+    # --- MaxAge expiry: the leader's clock only ------------------------------------------
     def _schedule_expiry(self) -> None:
+        if self._closing or not self.is_leader:
+            return
         due_ns = self.stream.next_expiry_ns()
-        if due_ns is None or self._closing:
+        if due_ns is None:
             return
         if self._expiry_timer is not None and self._expiry_at_ns <= due_ns:
             return
@@ -356,3 +407,22 @@ class StreamHost:
     def _expire_due(self) -> None:
         self._expiry_timer = None
         self._propose_nowait(ExpireEntry(time.time_ns()))
+
+
+def _resolve(op: QueuedOp, result: Any) -> None:
+    if op.future is not None and not op.future.done():
+        op.future.set_result(result)
+
+
+def _reject(op: QueuedOp, error: ApiError) -> None:
+    if op.future is not None and not op.future.done():
+        op.future.set_exception(error)
+
+
+def _dropped(_error: ApiError) -> None:
+    """A publish or batch commit its proposer will never see applied: the client's request
+    times out and it retries (the entry may still commit under the next leader)."""
+
+
+# a host over either log: for code that only takes publishes, reads, or attaches to a stream
+AnyStreamHost = StreamHost[StreamLog]

@@ -8,12 +8,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from cluster.stream_host import StreamHost
+from cluster.stream_host import AnyStreamHost
 from protocol import api_json
 
 
 def host_info(
-    host: StreamHost,
+    host: AnyStreamHost,
     server_name: str,
     type_: str,
     *,
@@ -37,6 +37,7 @@ def host_info(
         num_deleted=st.num_deleted,
         deleted=stream.deleted_seqs() if deleted_details else None,
         subjects=subjects,
+        consumer_count=len(stream.consumers),
         # records that failed their checksum are reported as nats-server reports lost data
         lost_msgs=sorted(c.seq for c in corrupt if c.seq is not None) or None,
     )

@@ -94,8 +94,10 @@ def state_digest(
     bytes_total: int,
     last_msg_id: str,
     config_digest: bytes,
+    consumers_digest: bytes = b"",
 ) -> bytes:
-    """The digest two replicas at the same applied index must agree on."""
+    """The digest two replicas at the same applied index must agree on (a stream that never had
+    consumers hashes no consumer state, so its digest is what it was before consumers existed)."""
     h = hashlib.blake2b(digest_size=DIGEST_BYTES)
     h.update(
         _STATE.pack(
@@ -114,6 +116,7 @@ def state_digest(
     h.update(len(msg_id).to_bytes(4, "big"))
     h.update(msg_id)
     h.update(config_digest)
+    h.update(consumers_digest)
     return h.digest()
 
 

@@ -11,6 +11,8 @@ UTF-8, surrogates passed through so that any ``str`` a parser produced round-tri
 kind takes a new type byte (e.g. the coming batch-commit and expire-by-seq entries); a changed
 body takes a new format version, and decoders keep reading the old one. ``MirrorEntry`` (type 7)
 carries messages copied from a mirror's upstream with their upstream seqs and timestamps.
+Consumer operations share the log and the layout with type bytes 64..79 of their own
+(``engine/consumer/entries.py``); ``encode_entry``/``decode_entry`` hand them over by type byte.
 
 Must never: accept bytes it cannot fully account for (trailing bytes, bad CRC, unknown type or
 version all raise ``EntryDecodeError`` and nothing else), or read clocks.
@@ -19,11 +21,29 @@ version all raise ``EntryDecodeError`` and nothing else), or read clocks.
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from engine.consumer.entries import (
+    AckEntry,
+    AckTimeoutEntry,
+    CreateConsumerEntry,
+    DeleteConsumerEntry,
+    DeliverEntry,
+    decode_consumer_entry,
+    encode_consumer_entry,
+    is_consumer_entry,
+)
+from engine.entry_codec import (
+    HEAD,
+    STR_ENCODING,
+    STR_ERRORS,
+    EntryDecodeError,
+    Reader,
+    frame,
+    unframe,
+)
 from engine.limits import SEQ_MAX
 
 ENTRY_FORMAT_VERSION: Final = 1
@@ -36,8 +56,6 @@ TYPE_UPDATE_CONFIG: Final = 5
 TYPE_BATCH_COMMIT: Final = 6
 TYPE_MIRROR: Final = 7
 
-_HEAD = struct.Struct(">BB")
-_CRC = struct.Struct(">I")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
 _MSG_LENS = struct.Struct(">III")  # subject, hdr, data lengths
@@ -48,14 +66,8 @@ _MIRROR_HEAD = struct.Struct(">qQQI")  # ts_ns, upstream last seq, covered seq, 
 _BATCH_TAIL = struct.Struct(">BI")  # eob flag, message count (after ts_ns and the batch id)
 _MIRRORED_HEAD = struct.Struct(">Qq")  # upstream seq, upstream ts (then subject/hdr/data lengths)
 
-_STR_ENCODING = "utf-8"
-_STR_ERRORS = "surrogatepass"
 _I64_MIN: Final = -(1 << 63)
 _I64_MAX: Final = (1 << 63) - 1
-
-
-class EntryDecodeError(ValueError):
-    """The bytes are not a valid encoded entry (corrupt, truncated, or from an unknown format)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +170,16 @@ Entry = (
     | BatchCommitEntry
     | MirrorEntry
 )
+ConsumerOp = CreateConsumerEntry | DeleteConsumerEntry | DeliverEntry | AckEntry | AckTimeoutEntry
+CONSUMER_OPS: Final = (
+    CreateConsumerEntry,
+    DeleteConsumerEntry,
+    DeliverEntry,
+    AckEntry,
+    AckTimeoutEntry,
+)
+# everything a stream's log holds: stream entries and its consumers' operations
+LogEntry = Entry | ConsumerOp
 
 
 # ------------------------------------------------------------------------------------ encoding
@@ -174,7 +196,7 @@ def _check_u64(value: int, what: str) -> None:
 
 
 def _enc_str(value: str) -> bytes:
-    raw = value.encode(_STR_ENCODING, _STR_ERRORS)
+    raw = value.encode(STR_ENCODING, STR_ERRORS)
     return _U32.pack(len(raw)) + raw
 
 
@@ -187,7 +209,7 @@ def _body(entry: Entry) -> tuple[int, bytes]:
         _check_i64(entry.ts_ns, "ts_ns")
         parts = [_PUBLISH_HEAD.pack(entry.ts_ns, len(entry.msgs))]
         for msg in entry.msgs:
-            subject = msg.subject.encode(_STR_ENCODING, _STR_ERRORS)
+            subject = msg.subject.encode(STR_ENCODING, STR_ERRORS)
             parts.append(_MSG_LENS.pack(len(subject), len(msg.hdr), len(msg.data)))
             parts.append(subject)
             parts.append(msg.hdr)
@@ -214,7 +236,7 @@ def _body(entry: Entry) -> tuple[int, bytes]:
         head = _I64.pack(entry.ts_ns) + _enc_str(entry.batch_id)
         parts = [head, _BATCH_TAIL.pack(1 if entry.eob else 0, len(entry.msgs))]
         for msg in entry.msgs:
-            subject = msg.subject.encode(_STR_ENCODING, _STR_ERRORS)
+            subject = msg.subject.encode(STR_ENCODING, STR_ERRORS)
             parts += (_MSG_LENS.pack(len(subject), len(msg.hdr), len(msg.data)), subject)
             parts += (msg.hdr, msg.data)
         return TYPE_BATCH_COMMIT, b"".join(parts)
@@ -230,7 +252,7 @@ def _body(entry: Entry) -> tuple[int, bytes]:
         for mirrored in entry.msgs:
             _check_u64(mirrored.seq, "seq")
             _check_i64(mirrored.ts_ns, "ts_ns")
-            subject = mirrored.subject.encode(_STR_ENCODING, _STR_ERRORS)
+            subject = mirrored.subject.encode(STR_ENCODING, STR_ERRORS)
             lens = _MSG_LENS.pack(len(subject), len(mirrored.hdr), len(mirrored.data))
             parts += (_MIRRORED_HEAD.pack(mirrored.seq, mirrored.ts_ns), lens, subject)
             parts += (mirrored.hdr, mirrored.data)
@@ -238,52 +260,18 @@ def _body(entry: Entry) -> tuple[int, bytes]:
     raise TypeError(f"not a log entry: {type(entry).__name__}")
 
 
-def encode_entry(entry: Entry) -> bytes:
+def encode_entry(entry: LogEntry) -> bytes:
     """The entry's wire/disk form. Raises ValueError for out-of-range numbers (a caller bug)."""
+    if isinstance(entry, CONSUMER_OPS):
+        return encode_consumer_entry(entry)
     entry_type, body = _body(entry)
-    out = _HEAD.pack(ENTRY_FORMAT_VERSION, entry_type) + body
-    return out + _CRC.pack(zlib.crc32(out))
+    return frame(ENTRY_FORMAT_VERSION, entry_type, body)
 
 
 # ------------------------------------------------------------------------------------ decoding
 
 
-class _Reader:
-    """Bounds-checked cursor over an entry body; every short read is an EntryDecodeError."""
-
-    __slots__ = ("_buf", "_end", "pos")
-
-    def __init__(self, buf: bytes, start: int, end: int) -> None:
-        self._buf = buf
-        self.pos = start
-        self._end = end
-
-    def unpack(self, fmt: struct.Struct) -> tuple[int, ...]:
-        if self.pos + fmt.size > self._end:
-            raise EntryDecodeError("entry truncated")
-        values = fmt.unpack_from(self._buf, self.pos)
-        self.pos += fmt.size
-        return values
-
-    def take(self, n: int) -> bytes:
-        if self.pos + n > self._end:
-            raise EntryDecodeError("entry truncated")
-        out = self._buf[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def text(self, n: int) -> str:
-        try:
-            return self.take(n).decode(_STR_ENCODING, _STR_ERRORS)
-        except UnicodeDecodeError as exc:
-            raise EntryDecodeError(f"bad string: {exc}") from None
-
-    def done(self) -> None:
-        if self.pos != self._end:
-            raise EntryDecodeError(f"{self._end - self.pos} trailing bytes")
-
-
-def _dec_publish(r: _Reader) -> PublishEntry:
+def _dec_publish(r: Reader) -> PublishEntry:
     ts_ns, count = r.unpack(_PUBLISH_HEAD)
     msgs = []
     for _ in range(count):
@@ -294,14 +282,14 @@ def _dec_publish(r: _Reader) -> PublishEntry:
     return PublishEntry(ts_ns, tuple(msgs))
 
 
-def _dec_delete(r: _Reader) -> DeleteMsgEntry:
+def _dec_delete(r: Reader) -> DeleteMsgEntry:
     ts_ns, seq, erase = r.unpack(_DELETE)
     if erase > 1:
         raise EntryDecodeError(f"bad erase flag {erase}")
     return DeleteMsgEntry(ts_ns, seq, erase == 1)
 
 
-def _dec_purge(r: _Reader) -> PurgeEntry:
+def _dec_purge(r: Reader) -> PurgeEntry:
     (ts_ns,) = r.unpack(_I64)
     (filter_len,) = r.unpack(_U32)
     subject_filter = r.text(filter_len)
@@ -309,18 +297,18 @@ def _dec_purge(r: _Reader) -> PurgeEntry:
     return PurgeEntry(ts_ns, subject_filter, seq, keep)
 
 
-def _dec_expire(r: _Reader) -> ExpireEntry:
+def _dec_expire(r: Reader) -> ExpireEntry:
     (ts_ns,) = r.unpack(_I64)
     return ExpireEntry(ts_ns)
 
 
-def _dec_update(r: _Reader) -> UpdateConfigEntry:
+def _dec_update(r: Reader) -> UpdateConfigEntry:
     (ts_ns,) = r.unpack(_I64)
     (json_len,) = r.unpack(_U32)
     return UpdateConfigEntry(ts_ns, r.take(json_len))
 
 
-def _dec_batch_commit(r: _Reader) -> BatchCommitEntry:
+def _dec_batch_commit(r: Reader) -> BatchCommitEntry:
     (ts_ns,) = r.unpack(_I64)
     (id_len,) = r.unpack(_U32)
     batch_id = r.text(id_len)
@@ -336,7 +324,7 @@ def _dec_batch_commit(r: _Reader) -> BatchCommitEntry:
     return BatchCommitEntry(ts_ns, batch_id, tuple(msgs), eob == 1)
 
 
-def _dec_mirror(r: _Reader) -> MirrorEntry:
+def _dec_mirror(r: Reader) -> MirrorEntry:
     ts_ns, upstream_last_seq, covered_seq, count = r.unpack(_MIRROR_HEAD)
     msgs = []
     for _ in range(count):
@@ -348,7 +336,7 @@ def _dec_mirror(r: _Reader) -> MirrorEntry:
     return MirrorEntry(ts_ns, tuple(msgs), upstream_last_seq, covered_seq)
 
 
-_DECODERS: dict[int, Callable[[_Reader], Entry]] = {
+_DECODERS: dict[int, Callable[[Reader], Entry]] = {
     TYPE_PUBLISH: _dec_publish,
     TYPE_DELETE_MSG: _dec_delete,
     TYPE_PURGE: _dec_purge,
@@ -359,22 +347,16 @@ _DECODERS: dict[int, Callable[[_Reader], Entry]] = {
 }
 
 
-def decode_entry(raw: bytes | bytearray | memoryview) -> Entry:
-    """Parse an encoded entry. Any malformed input raises ``EntryDecodeError`` (only)."""
-    buf = bytes(raw)
-    if len(buf) < _HEAD.size + _CRC.size:
-        raise EntryDecodeError("entry too short")
-    end = len(buf) - _CRC.size
-    (crc,) = _CRC.unpack_from(buf, end)
-    if zlib.crc32(memoryview(buf)[:end]) != crc:
-        raise EntryDecodeError("entry checksum mismatch")
-    version, entry_type = _HEAD.unpack_from(buf, 0)
-    if version != ENTRY_FORMAT_VERSION:
-        raise EntryDecodeError(f"unknown entry format version {version}")
+def decode_entry(raw: bytes | bytearray | memoryview) -> LogEntry:
+    """Parse an encoded entry. Any malformed input raises ``EntryDecodeError`` (only; a
+    consumer entry's ``ConsumerEntryDecodeError`` is one)."""
+    if is_consumer_entry(raw):
+        return decode_consumer_entry(raw)
+    entry_type, buf, end = unframe(raw, ENTRY_FORMAT_VERSION, EntryDecodeError)
     decoder = _DECODERS.get(entry_type)
     if decoder is None:
         raise EntryDecodeError(f"unknown entry type {entry_type}")
-    reader = _Reader(buf, _HEAD.size, end)
+    reader = Reader(buf, HEAD.size, end)
     entry = decoder(reader)
     reader.done()
     return entry

@@ -32,6 +32,16 @@ from pydantic import ValidationError
 
 from engine import limits
 from engine.batch import HDR_BATCH_COMMIT, BatchResult, CheckedMsg, check_batch_commit
+from engine.consumer.consumers import ConsumerSet
+from engine.consumer.results import (
+    AckResult,
+    DeleteResult,
+    DeliverResult,
+    SeqRange,
+    TimeoutResult,
+)
+from engine.consumer.results import ApplyResult as ConsumerApplyResult
+from engine.consumer.retention import removable_seqs
 from engine.digest import (
     MessageSum,
     config_hash,
@@ -41,11 +51,13 @@ from engine.digest import (
     state_digest,
 )
 from engine.entries import (
+    CONSUMER_OPS,
     BatchCommitEntry,
+    ConsumerOp,
     DeleteMsgEntry,
-    Entry,
     ExpireEntry,
     InboundMsg,
+    LogEntry,
     MirroredMsg,
     MirrorEntry,
     PublishEntry,
@@ -111,7 +123,8 @@ ERR_MSG_TOO_LARGE: Final = "message too large"
 ERR_STORE_MSG_NOT_FOUND: Final = "no message found"
 ERR_STORE_EOF: Final = "stream store EOF"
 
-META_FORMAT_VERSION: Final = 1
+META_FORMAT_VERSION: Final = 2  # 2: the consumers' state follows the config
+META_FORMAT_VERSION_NO_CONSUMERS: Final = 1
 # version, applied index, last_seq, first_seq while empty, last_ts_ns, created_ns
 _META_HEAD = struct.Struct(">BQQQqq")
 _U32 = struct.Struct(">I")
@@ -155,7 +168,9 @@ class _Accepted(NamedTuple):
     size_bytes: int  # accounting size of msg (limits.msg_size_bytes)
 
 
-ApplyResult = list[PubResult] | ApiError | int | list[int] | BatchResult | None
+ApplyResult = (
+    list[PubResult] | ApiError | int | list[int] | BatchResult | ConsumerApplyResult | None
+)
 
 
 class Stream:
@@ -182,6 +197,9 @@ class Stream:
         self._empty_first_seq = config.first_seq  # first_seq reported while empty (0 when new)
         self._last_ts_ns = 0
         self._last_msg_id = ""
+        # the stream's consumers: their entries share this log (engine/consumer/)
+        self.consumers = ConsumerSet()
+        self._consumers_blob = b""  # their snapshot as the meta carries it ("" while none ever)
         meta = store.get_meta()
         if meta is not None:
             config = self._restore_meta(meta)
@@ -209,7 +227,7 @@ class Stream:
     def applied_index(self) -> int:
         return self._applied_index
 
-    def apply(self, index: int, entry: Entry) -> ApplyResult:
+    def apply(self, index: int, entry: LogEntry) -> ApplyResult:
         """Apply one committed log entry; see the typed ``apply_*`` methods for the results."""
         if isinstance(entry, PublishEntry):
             return self.apply_publish(index, entry)
@@ -225,14 +243,17 @@ class Stream:
             return self.apply_batch(index, entry)
         if isinstance(entry, MirrorEntry):
             return self.apply_mirror(index, entry)
+        if isinstance(entry, CONSUMER_OPS):
+            return self.apply_consumer(index, entry)
         raise TypeError(f"not a log entry: {type(entry).__name__}")
 
     def apply_publish(self, index: int, entry: PublishEntry) -> list[PubResult]:
         self._begin(index)
         ts_ns = max(entry.ts_ns, self._last_ts_ns)
         self._expire_dedupe(ts_ns)
+        first_new = self._last_seq + 1
         results = self._publish_all(entry.msgs, ts_ns)
-        self._drop_uninterested()
+        self._drop_uninterested(first_new)
         self._end(index)
         return results
 
@@ -252,6 +273,9 @@ class Stream:
             result = ApiError(errors.STREAM_PURGE_FAILED, err="stream purge not permitted")
         else:
             result = self._purge_ex(entry.filter, entry.seq, entry.keep)
+            if self.consumers:
+                self.consumers.stream_purged(entry.filter, self)
+                self._consumers_blob = self.consumers.to_json()
         self._end(index)
         return result
 
@@ -259,8 +283,9 @@ class Stream:
         """Remove every message past max_age (unless its Nats-TTL is ``never``) or past its TTL
         deadline at the entry's time, leaving subject delete markers; the removed seqs."""
         self._begin(index)
+        first_new = self._last_seq + 1  # subject delete markers
         removed = self._expire(entry.ts_ns)
-        self._drop_uninterested()
+        self._drop_uninterested(first_new)
         self._end(index)
         return removed
 
@@ -268,7 +293,7 @@ class Stream:
         """Install a new (already validated) config and enforce lowered limits at once."""
         self._begin(index)
         error = self._update_config(entry.config_json)
-        self._drop_uninterested()
+        self._drop_uninterested(1)  # the retention may have become interest
         self._end(index)
         return error
 
@@ -278,6 +303,7 @@ class Stream:
         self._begin(index)
         ts_ns = max(entry.ts_ns, self._last_ts_ns)
         self._expire_dedupe(ts_ns)
+        first_new = self._last_seq + 1
         checked = check_batch_commit(
             entry.msgs, self._config, self._index, self._dedupe, self._last_seq
         )
@@ -288,7 +314,7 @@ class Stream:
             for position, item in enumerate(checked):
                 self._store_batch_msg(item, ts_ns, entry.eob and position == last)
             result = BatchResult(self._last_seq, len(checked))
-        self._drop_uninterested()
+        self._drop_uninterested(first_new)
         self._end(index)
         return result
 
@@ -349,6 +375,7 @@ class Stream:
         self.mirror_upstream_last_seq = max(self.mirror_upstream_last_seq, entry.upstream_last_seq)
         self.mirror_covered_seq = max(self.mirror_covered_seq, entry.covered_seq)
         stored: list[int] = []
+        first_new = self._last_seq + 1
         if not self._config.sealed:
             last_ts_ns = self._last_ts_ns
             for msg in entry.msgs:
@@ -359,7 +386,7 @@ class Stream:
             # The ids are kept for a promotion (mirror removed by an update); forgetting those a
             # window older than last_ts bounds them, and leaves what a reopen rebuilds.
             self._expire_dedupe(self._last_ts_ns)
-        self._drop_uninterested()
+        self._drop_uninterested(first_new)
         self._end(index)
         return stored
 
@@ -385,11 +412,34 @@ class Stream:
         self._enforce_limits_after_store(subject)
         return True
 
-    def _drop_uninterested(self) -> None:
-        """An interest stream keeps a message only while a consumer wants it; jetraft has no
-        consumers yet, so nothing stays (nats-server stores nothing when no consumer exists)."""
-        if self._config.retention == "interest" and self._index:
-            self._purge_all()
+    def apply_consumer(self, index: int, entry: ConsumerOp) -> ConsumerApplyResult:
+        """A consumer operation; with interest or work-queue retention, the messages it leaves
+        no consumer wanting are removed in the same apply (the same on every replica)."""
+        self._begin(index)
+        result = self.consumers.apply(index, entry, self)
+        if isinstance(result, DeliverResult | AckResult | TimeoutResult | DeleteResult):
+            self._remove_unwanted(result.released)
+        self._consumers_blob = self.consumers.to_json()
+        self._end(index)
+        return result
+
+    def _remove_unwanted(self, candidates: tuple[SeqRange, ...] | list[SeqRange]) -> None:
+        retention = self._config.retention
+        if retention == "limits" or not candidates:
+            return
+        for seq in removable_seqs(retention, self.consumers, self, candidates):
+            self._remove(seq)
+
+    def _drop_uninterested(self, first_new: int) -> None:
+        """An interest stream keeps a new message only if some consumer sees it (nats-server does
+        not store it otherwise)."""
+        if self._config.retention != "interest" or self._last_seq < first_new:
+            return
+        if not self.consumers:
+            if self._index:
+                self._purge_all()
+            return
+        self._remove_unwanted([SeqRange(first_new, self._last_seq)])
 
     def _begin(self, index: int) -> None:
         if not index > self._applied_index:
@@ -957,6 +1007,7 @@ class Stream:
             bytes_total=state.bytes,
             last_msg_id=self._last_msg_id,
             config_digest=self._config_digest,
+            consumers_digest=self.consumers.digest() if self._consumers_blob else b"",
         )
 
     def content_digest(self) -> bytes:
@@ -1010,6 +1061,17 @@ class Stream:
     def seq_for_time(self, ts_ns: int) -> int:
         return self._index.seq_for_time(ts_ns) or 0
 
+    def next_seq(self, start_seq: int, subject_filter: str = "") -> int | None:
+        return self._index.next_seq(start_seq, subject_filter)
+
+    def count_from(self, start_seq: int, subject_filter: str = "") -> int:
+        return self._index.count(start_seq, subject_filter)
+
+    def subject_of(self, seq: int) -> str | None:
+        """The subject of the live message at ``seq`` (the consumers' view of the stream)."""
+        meta = self._index.get(seq)
+        return meta.subject if meta is not None else None
+
     def num_pending(self, start_seq: int, subject_filter: str = "") -> int:
         return self._index.count(start_seq, subject_filter)
 
@@ -1042,6 +1104,8 @@ class Stream:
                 msg_id,
                 _U32.pack(len(self._config_json)),
                 self._config_json,
+                _U32.pack(len(self._consumers_blob)),
+                self._consumers_blob,
             )
         )
 
@@ -1049,7 +1113,7 @@ class Stream:
         try:
             head = _META_HEAD.unpack_from(meta, 0)
             version, applied, last_seq, empty_first, last_ts_ns, created_ns = head
-            if version != META_FORMAT_VERSION:
+            if version not in (META_FORMAT_VERSION, META_FORMAT_VERSION_NO_CONSUMERS):
                 raise StreamMetaError(f"unknown meta version {version}")
             pos = _META_HEAD.size
             (id_len,) = _U32.unpack_from(meta, pos)
@@ -1059,11 +1123,21 @@ class Stream:
             (cfg_len,) = _U32.unpack_from(meta, pos)
             pos += _U32.size
             config_json = meta[pos : pos + cfg_len]
-            if pos + cfg_len != len(meta):
+            pos += cfg_len
+            consumers_blob = b""
+            if version == META_FORMAT_VERSION:
+                (blob_len,) = _U32.unpack_from(meta, pos)
+                pos += _U32.size
+                consumers_blob = meta[pos : pos + blob_len]
+                pos += blob_len
+            if pos != len(meta):
                 raise StreamMetaError("meta length mismatch")
             config = StreamConfig.model_validate_json(config_json)
-        except (struct.error, UnicodeDecodeError, ValidationError) as exc:
+            consumers = ConsumerSet.from_json(consumers_blob) if consumers_blob else ConsumerSet()
+        except (struct.error, UnicodeDecodeError, ValidationError, ValueError) as exc:
             raise StreamMetaError(f"bad stream meta: {exc}") from None
+        self.consumers = consumers
+        self._consumers_blob = bytes(consumers_blob)
         self._applied_index = applied
         self._last_seq = last_seq
         self._empty_first_seq = empty_first

@@ -37,7 +37,7 @@ from typing import Any, Final
 from cluster.extensions import StreamAttachment
 from cluster.mirror_fetch_responder import MIRROR_FETCH_PREFIX
 from cluster.router import Router
-from cluster.stream_host import StreamHost
+from cluster.stream_host import AnyStreamHost
 from engine.entries import MirroredMsg, MirrorEntry
 from engine.mirror_fetch import FETCH_MSGS_MAX, FetchError, FetchRequest, decode_reply
 from protocol.errors import ApiError
@@ -55,7 +55,7 @@ _INBOX_PREFIX: Final = "$JSC.MR."
 
 
 class MirrorFollower(StreamAttachment):
-    def __init__(self, host: StreamHost) -> None:
+    def __init__(self, host: AnyStreamHost) -> None:
         mirror = host.config.mirror
         assert mirror is not None
         self.host = host
@@ -242,7 +242,7 @@ def _time_ns(value: str | None) -> int:
         return 0
 
 
-def attach(host: StreamHost) -> MirrorFollower | None:
+def attach(host: AnyStreamHost) -> MirrorFollower | None:
     """The ``jetraft.stream_extensions`` entry point: a follower for every mirror stream."""
     if host.config.mirror is None:
         return None

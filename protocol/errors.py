@@ -171,3 +171,102 @@ SOURCE_DURABLE_CONSUMER_CFG_INVALID = _e(10215, 400, "stream source consumer con
 SOURCE_DURABLE_CONSUMER_DUPLICATE_DETECTED = _e(
     10216, 400, "duplicate stream source consumer detected"
 )
+
+
+# --- consumers (server/errors.json) --------------------------------------------------------------
+CONSUMER_CREATE = _e(10012, 500, "{err}")
+CONSUMER_NAME_EXIST = _e(10013, 400, "consumer name already in use")
+CONSUMER_NOT_FOUND = _e(10014, 404, "consumer not found")
+CONSUMER_DURABLE_NAME_NOT_IN_SUBJECT = _e(
+    10016, 400, "consumer expected to be durable but no durable name set in subject"
+)
+CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT = _e(
+    10017, 400, "consumer name in subject does not match durable name in request"
+)
+CONSUMER_DURABLE_NAME_NOT_SET = _e(
+    10018, 400, "consumer expected to be durable but a durable name was not set"
+)
+CONSUMER_EPHEMERAL_WITH_DURABLE_IN_SUBJECT = _e(
+    10019, 400, "consumer expected to be ephemeral but detected a durable name set in subject"
+)
+CONSUMER_EPHEMERAL_WITH_DURABLE_NAME = _e(
+    10020, 400, "consumer expected to be ephemeral but a durable name was set in request"
+)
+MAXIMUM_CONSUMERS_LIMIT = _e(10026, 400, "maximum consumers limit reached")
+CONSUMER_CONFIG_REQUIRED = _e(10078, 400, "consumer config required")
+CONSUMER_DELIVER_TO_WILDCARDS = _e(10079, 400, "consumer deliver subject has wildcards")
+CONSUMER_PUSH_MAX_WAITING = _e(10080, 400, "consumer in push mode can not set max waiting")
+CONSUMER_DELIVER_CYCLE = _e(10081, 400, "consumer deliver subject forms a cycle")
+CONSUMER_MAX_PENDING_ACK_POLICY_REQUIRED = _e(
+    10082, 400, "consumer requires ack policy for max ack pending"
+)
+CONSUMER_SMALL_HEARTBEAT = _e(10083, 400, "consumer idle heartbeat needs to be >= 100ms")
+CONSUMER_PULL_REQUIRES_ACK = _e(
+    10084, 400, "consumer in pull mode requires explicit ack policy on workqueue stream"
+)
+CONSUMER_PULL_WITH_RATE_LIMIT = _e(10086, 400, "consumer in pull mode can not have rate limit set")
+CONSUMER_MAX_WAITING_NEGATIVE = _e(10087, 400, "consumer max waiting needs to be positive")
+CONSUMER_HB_REQUIRES_PUSH = _e(10088, 400, "consumer idle heartbeat requires a push based consumer")
+CONSUMER_FC_REQUIRES_PUSH = _e(10089, 400, "consumer flow control requires a push based consumer")
+CONSUMER_INVALID_POLICY = _e(10094, 400, "{err}")
+CONSUMER_INVALID_SAMPLING = _e(10095, 400, "failed to parse consumer sampling configuration: {err}")
+CONSUMER_WQ_REQUIRES_EXPLICIT_ACK = _e(10098, 400, "workqueue stream requires explicit ack")
+CONSUMER_WQ_MULTIPLE_UNFILTERED = _e(
+    10099, 400, "multiple non-filtered consumers not allowed on workqueue stream"
+)
+CONSUMER_WQ_CONSUMER_NOT_UNIQUE = _e(10100, 400, "filtered consumer not unique on workqueue stream")
+CONSUMER_WQ_CONSUMER_NOT_DELIVER_ALL = _e(
+    10101, 400, "consumer must be deliver all on workqueue stream"
+)
+CONSUMER_NAME_TOO_LONG = _e(10102, 400, "consumer name is too long, maximum allowed is {max}")
+CONSUMER_DESCRIPTION_TOO_LONG = _e(
+    10107, 400, "consumer description is too long, maximum allowed is {max}"
+)
+CONSUMER_WITH_FLOW_CONTROL_NEEDS_HEARTBEATS = _e(
+    10108, 400, "consumer with flow control also needs heartbeats"
+)
+CONSUMER_INVALID_DELIVER_SUBJECT = _e(10112, 400, "invalid push consumer deliver subject")
+CONSUMER_MAX_REQUEST_BATCH_NEGATIVE = _e(10114, 400, "consumer max request batch needs to be > 0")
+CONSUMER_MAX_REQUEST_EXPIRES_TOO_SMALL = _e(
+    10115, 400, "consumer max request expires needs to be >= 1ms"
+)
+CONSUMER_MAX_DELIVER_BACKOFF = _e(
+    10116, 400, "max deliver is required to be > length of backoff values"
+)
+CONSUMER_OFFLINE = _e(10119, 500, "consumer is offline")
+CONSUMER_MAX_PENDING_ACK_EXCESS = _e(
+    10121, 400, "consumer max ack pending exceeds system limit of {limit}"
+)
+CONSUMER_REPLICAS_EXCEEDS_STREAM = _e(
+    10126, 400, "consumer config replica count exceeds parent stream"
+)
+CONSUMER_NAME_CONTAINS_PATH_SEPARATORS = _e(
+    10127, 400, "Consumer name can not contain path separators"
+)
+CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH = _e(
+    10131, 400, "Consumer create request did not match filtered subject from create subject"
+)
+CONSUMER_CREATE_DURABLE_AND_NAME_MISMATCH = _e(
+    10132, 400, "Consumer Durable and Name have to be equal if both are provided"
+)
+CONSUMER_REPLICAS_SHOULD_MATCH_STREAM = _e(
+    10134, 400, "consumer config replicas must match interest retention stream's replicas"
+)
+CONSUMER_METADATA_LENGTH = _e(10135, 400, "consumer metadata exceeds maximum size of {limit}")
+CONSUMER_DUPLICATE_FILTER_SUBJECTS = _e(
+    10136, 400, "consumer cannot have both FilterSubject and FilterSubjects specified"
+)
+CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED = _e(
+    10137, 400, "consumer with multiple subject filters cannot use subject based API"
+)
+CONSUMER_OVERLAPPING_SUBJECT_FILTERS = _e(10138, 400, "consumer subject filters cannot overlap")
+CONSUMER_EMPTY_FILTER = _e(10139, 400, "consumer filter in FilterSubjects cannot be empty")
+CONSUMER_ALREADY_EXISTS = _e(10148, 400, "consumer already exists")
+CONSUMER_DOES_NOT_EXIST = _e(10149, 400, "consumer does not exist")
+CONSUMER_INACTIVE_THRESHOLD_EXCESS = _e(
+    10153, 400, "consumer inactive threshold exceeds system limit of {limit}"
+)
+CONSUMER_ACK_POLICY_INVALID = _e(10181, 400, "consumer ack policy invalid")
+CONSUMER_REPLAY_POLICY_INVALID = _e(10182, 400, "consumer replay policy invalid")
+CONSUMER_ACK_WAIT_NEGATIVE = _e(10183, 400, "consumer ack wait needs to be positive")
+CONSUMER_BACKOFF_NEGATIVE = _e(10184, 400, "consumer backoff needs to be positive")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, TypeVar, Union
 
-from protocol.models import GoEnum, GoInt, GoName, GoStruct, GoTime
+from protocol.models import GoEnum, GoInt, GoIntSlice, GoName, GoStruct, GoTime
 from protocol.timefmt import reformat_rfc3339
 
 M = TypeVar("M", bound=GoStruct)
@@ -479,11 +479,13 @@ class _StringCodec(_Codec):
 _STRING = _StringCodec()
 
 
-class _StrListCodec(_Codec):
-    type_name = "[]string"
+class _ListCodec(_Codec):
+    """A Go slice of strings or of an integer type (``[]string``, ``[]time.Duration``)."""
 
-    def __init__(self, nullable: bool) -> None:
+    def __init__(self, element: _Codec, nullable: bool) -> None:
+        self.element = element
         self.nullable = nullable
+        self.type_name = f"[]{element.type_name}"
 
     def zero(self) -> Any:
         return None if self.nullable else []
@@ -493,7 +495,8 @@ class _StrListCodec(_Codec):
             return self.zero()
         if not isinstance(value, list) or isinstance(value, JsonObject):
             raise _type_error(ctx, json_kind(value), path, self.type_name)
-        return [_STRING.decode(ctx, item, (*path, i), "") for i, item in enumerate(value)]
+        zero = self.element.zero()
+        return [self.element.decode(ctx, item, (*path, i), zero) for i, item in enumerate(value)]
 
 
 class _StrMapCodec(_Codec):
@@ -625,6 +628,8 @@ def _is_model(tp: Any) -> bool:
 
 def _codec_for(annotation: Any, metadata: list[Any]) -> _Codec:
     for meta in metadata:
+        if isinstance(meta, GoIntSlice):
+            return _ListCodec(_IntCodec(meta.element), nullable=True)
         if isinstance(meta, GoInt):
             return _IntCodec(meta)
         if isinstance(meta, GoEnum):
@@ -647,7 +652,7 @@ def _codec_for(annotation: Any, metadata: list[Any]) -> _Codec:
     if _is_model(annotation):
         return _StructCodec(annotation, pointer=nullable)
     if origin is list and args and args[0] is str:
-        return _StrListCodec(nullable)
+        return _ListCodec(_STRING, nullable)
     if origin is list and args and _is_model(args[0]):
         return _StructListCodec(args[0], go_name or f"[]{args[0].go_name}")
     if origin is dict:

@@ -32,6 +32,13 @@ class GoInt:
 
 
 @dataclass(frozen=True, slots=True)
+class GoIntSlice:
+    """A Go slice of an integer type (``[]time.Duration``): its element type."""
+
+    element: GoInt
+
+
+@dataclass(frozen=True, slots=True)
 class GoEnum:
     """A Go type with a custom ``UnmarshalJSON``.
 

@@ -13,6 +13,7 @@ Must never: import pysyncobj or do I/O; pass through a value it did not check.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 # Terms, indexes and ids stay below this. It leaves 2**62 elections of headroom under the
@@ -205,3 +206,38 @@ def validate_raft_message(obj: object) -> dict[str, Any]:
             "log_term": _uint(obj, "log_term"),
         }
     raise RaftMessageError(f"unknown Raft message type {_show(kind)}")
+
+
+# --- state transfer between the replicas of one group (``CATCHUP`` route frames) -------------
+CATCHUP_REQUEST = "req"  # a follower asks the leader for the state it lacks
+CATCHUP_CHUNK = "chunk"  # one chunk of the answer (engine/state_transfer.py decodes it)
+CATCHUP_ERROR = "error"  # the leader cannot answer; data is its reason, UTF-8
+_CATCHUP_PARTS = frozenset({CATCHUP_REQUEST, CATCHUP_CHUNK, CATCHUP_ERROR})
+CATCHUP_GROUP_CHARS_MAX = 512  # a group name: "S.<stream name>.<creation ns>"
+
+
+@dataclass(frozen=True, slots=True)
+class CatchupMessage:
+    """One state-transfer message for group ``group``: its body is checked again, with a CRC, by
+    the state transfer itself; here only its shape."""
+
+    group: str
+    transfer_id: int
+    part: str
+    data: bytes
+
+
+def validate_catchup_message(obj: object) -> CatchupMessage:
+    """The checked ``[group, transfer id, part, data]`` of a CATCHUP frame, or RaftMessageError."""
+    if type(obj) is not list or len(obj) != 4:
+        raise RaftMessageError(f"a catch-up message is [group, id, part, data], not {_show(obj)}")
+    group, transfer_id, part, data = obj
+    if type(group) is not str or not group or len(group) > CATCHUP_GROUP_CHARS_MAX:
+        raise RaftMessageError(f"catch-up group must be a short string, not {_show(group)}")
+    if type(transfer_id) is not int or not 0 <= transfer_id <= RAFT_VALUE_MAX:
+        raise RaftMessageError(f"catch-up id must be an integer, not {_show(transfer_id)}")
+    if part not in _CATCHUP_PARTS:
+        raise RaftMessageError(f"catch-up part must be one of {sorted(_CATCHUP_PARTS)}")
+    if type(data) is not bytes:
+        raise RaftMessageError(f"catch-up data must be bytes, not {type(data).__name__}")
+    return CatchupMessage(group, transfer_id, part, data)

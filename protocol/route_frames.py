@@ -15,10 +15,12 @@ Frame bodies by kind:
   (weight = local members of a queue group, 1 for plain interest) except in subjects under the
   prefix (``$JS.API.>`` minus Direct Get); a repeated SUB updates the weight.
 * ``UNSUB``  ``[subject, queue | None]`` — the sender's interest is gone.
-* ``MSG``    ``[subject, reply | None, hdr | None, payload, plain: bool, queues: [str]]`` — deliver
-  to the receiver's plain subscribers if ``plain``, and to one local member of each listed queue
-  group (the sender already chose this node for them).
-* ``CATCHUP`` ``[stream, request_id, part, data]`` — state transfer between replicas.
+* ``MSG``    ``[subject, reply | None, hdr | None, payload, plain: bool, queues: [str]
+  [, shown]]`` — deliver to the receiver's plain subscribers if ``plain``, and to one local member
+  of each listed queue group (the sender already chose this node for them); with ``shown`` the
+  subscribers see that subject instead of the one matched (a consumer's delivery).
+* ``CATCHUP`` ``[group, transfer_id, part, data]`` — state transfer between the replicas of one
+  Raft group (checked by protocol/raft_messages.py ``validate_catchup_message``).
 
 Must never: execute anything from a frame, or accept a frame over ``FRAME_BYTES_MAX``.
 """

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 
 from cluster.raft.group import RaftGroup
-from protocol.raft_messages import APPLY_COMMAND, validate_raft_message
+from protocol.raft_messages import APPLY_COMMAND, validate_catchup_message, validate_raft_message
 
 log = logging.getLogger("jetraft.raft")
 
@@ -73,6 +73,13 @@ class RaftDriver:
             return
         target.receive(peer, checked)
         self.kick(group)
+
+    def on_catchup(self, peer: str, message: object) -> None:
+        checked = validate_catchup_message(message)  # a bad one raises: the route closes
+        target = self.groups.get(checked.group)
+        if target is None or peer == target.self_id or peer not in target.peer_ids:
+            return  # not a member here (any more): the requester retries
+        target.receive_catchup(peer, checked)
 
     def on_peer_up(self, peer: str) -> None:
         for group in self.groups.values():

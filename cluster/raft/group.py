@@ -47,6 +47,7 @@ from protocol.raft_messages import (
     COMMAND_NO_OP,
     NEXT_NODE_IDX,
     RAFT_VALUE_MAX,
+    CatchupMessage,
     RaftMessageError,
 )
 
@@ -70,6 +71,8 @@ _SNAPSHOT_KEYS = frozenset({"v", "group", "last", "prev", "peers", "state"})
 ApplyFn = Callable[[int, bytes], Any]
 SnapshotFn = Callable[[int], dict[str, Any]]
 RestoreFn = Callable[[int, dict[str, Any]], None]
+# (peer, message): a state transfer between this group's replicas (the owner's, not Raft's)
+CatchupFn = Callable[[str, CatchupMessage], None]
 
 
 class NotLeaderError(Exception):
@@ -116,6 +119,7 @@ class RaftGroup:
         restore_fn: RestoreFn | None = None,
         on_state_change: Callable[[], None] | None = None,
         forward_proposals: bool = False,
+        on_catchup: CatchupFn | None = None,
     ) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
         # only for commands that are harmless twice (the meta group's): see the adapter
@@ -127,6 +131,7 @@ class RaftGroup:
         self._snapshot_fn = snapshot_fn
         self._restore_fn = restore_fn
         self._on_state_change = on_state_change
+        self._on_catchup = on_catchup
         self.journal = DurableJournal(data_dir / "journal")
         # Lost entries it had synced (disk damage): it may have acknowledged them, so a vote from
         # it could elect a leader without them (the Jepsen NATS 2.12.1 loss). Until a leader has
@@ -306,6 +311,15 @@ class RaftGroup:
     def peer_disconnected(self, peer: str) -> None:
         if peer != self.self_id and peer in self.peer_ids:
             self.core.peer_disconnected(peer)
+
+    def send_catchup(self, peer: str, transfer_id: int, part: str, data: bytes) -> bool:
+        """Send a state-transfer message to ``peer``'s replica of this group."""
+        return self.transport.send_catchup(peer, [self.group_name, transfer_id, part, data])
+
+    def receive_catchup(self, peer: str, message: CatchupMessage) -> None:
+        """A checked state-transfer message from ``peer`` (a member: the driver checked)."""
+        if self._on_catchup is not None:
+            self._on_catchup(peer, message)
 
     def receive(self, peer: str, message: dict[str, Any]) -> None:
         """Hand a peer's (already validated) Raft message to Raft, after checking a snapshot

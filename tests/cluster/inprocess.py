@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cluster.meta_streams import MetaStreams
-from cluster.replicated_stream import ReplicatedStreamHost
+from cluster.raft_log import RaftLog
 from cluster.server import Server, ServerOptions
+from cluster.stream_host import StreamHost
 from tests.servers import free_port
 
 WAIT_S = 20.0
@@ -78,7 +79,7 @@ class InProcessCluster:
         assert isinstance(authority, MetaStreams)
         return authority
 
-    def replica(self, i: int, stream: str) -> ReplicatedStreamHost | None:
+    def replica(self, i: int, stream: str) -> StreamHost[RaftLog] | None:
         return self.js(i).replicas.get(stream)
 
     def leader_of(self, stream: str) -> int | None:

@@ -7,7 +7,6 @@ one of them by pid, also when an assertion fails.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import signal
@@ -180,9 +179,7 @@ def test_the_local_cluster_has_route_credentials_only_its_owner_reads(tmp_path: 
     assert "authorization" in text and "password" in text
     # every node gets the same file; a second `up` in the same directory keeps the secret
     assert node_argv(info, info.nodes[2])[-1] == str(conf) and conf.read_text() == text
-    parser = argparse.ArgumentParser(prog="jetraft")
-    cli._server_parser(parser.add_subparsers(dest="command", required=True))
-    opts = cli.options_from(parser.parse_args(["server", *node_argv(info, info.nodes[0])[4:]]))
+    opts = cli.server_options(node_argv(info, info.nodes[0])[4:])
     assert opts.route_auth.enabled and len(opts.route_auth.password) >= 32
 
 

@@ -71,8 +71,8 @@ async def test_log_is_compacted_and_a_restarted_replica_replays_to_the_same_dige
         host = cluster.replica(i, "C")
         assert host is not None
         # one entry per sync publish; compaction keeps the log far shorter than the stream
-        assert len(host.group.journal) < MSGS // 2, (i, len(host.group.journal))
-        assert host.group.snapshot_path.is_file()
+        assert len(host.log.group.journal) < MSGS // 2, (i, len(host.log.group.journal))
+        assert host.log.group.snapshot_path.is_file()
     leader = cluster.leader_of("C")
     follower = next(i for i in cluster.live() if i != leader)
     await cluster.stop_node(follower)
@@ -95,13 +95,13 @@ async def test_a_replica_behind_the_compaction_point_catches_up_by_state_transfe
     await _publish(cluster.urls[leader], 10, MSGS)  # the leader compacts past the follower
     leader_host = cluster.replica(leader, "C")
     assert leader_host is not None
-    assert leader_host.group.journal[0][1] > 12  # the entries the follower lacks are gone
+    assert leader_host.log.group.journal[0][1] > 12  # the entries the follower lacks are gone
     await cluster.start_node(follower)
     await wait_for(lambda: _converged(cluster), "lagging replica to catch up")
     host = cluster.replica(follower, "C")
     assert host is not None
     assert host.stream.state().messages == MSGS + 10
-    assert host.transfers_received >= 1
+    assert host.log.transfers_received >= 1
 
 
 async def test_the_log_is_compacted_under_read_barriers_too(cluster: InProcessCluster) -> None:
@@ -125,4 +125,4 @@ async def test_the_log_is_compacted_under_read_barriers_too(cluster: InProcessCl
     host = cluster.replica(leader, "C")
     assert host is not None
     # one barrier per read: the log stays short only if snapshots succeed between barriers
-    assert len(host.group.journal) < MSGS // 2, len(host.group.journal)
+    assert len(host.log.group.journal) < MSGS // 2, len(host.log.group.journal)

@@ -25,7 +25,7 @@ from cluster.raft import RaftDriver, RaftGroup
 from cluster.raft import group as raft_group
 from cluster.raft.adapter import _GroupTransport
 from cluster.raft.journal import DurableJournal
-from protocol.raft_messages import RAFT_VALUE_MAX, RaftMessageError
+from protocol.raft_messages import RAFT_VALUE_MAX, CatchupMessage, RaftMessageError
 from protocol.route_frames import ROUTE_PROTOCOL_VERSION, FrameKind, encode_frame
 from tests.cluster.inprocess import InProcessCluster, wait_for
 
@@ -269,9 +269,14 @@ class _Routes:
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, str, dict[str, Any]]] = []
+        self.catchups: list[tuple[str, list[Any]]] = []
 
     def send_raft(self, peer: str, group: str, message: dict[str, Any]) -> bool:
         self.sent.append((peer, group, message))
+        return True
+
+    def send_catchup(self, peer: str, message: list[Any]) -> bool:
+        self.catchups.append((peer, message))
         return True
 
     def connected(self, _peer: str) -> bool:
@@ -336,6 +341,34 @@ async def test_only_the_meta_group_takes_proposals_forwarded_by_a_peer(tmp_path:
         assert meta.core.drain_proposals() == [(b"\x00publish", ("n2", 1))]
         with pytest.raises(RaftMessageError):  # unknown groups are checked too
             driver.on_raft("n2", "NOPE", {"type": "apply_command", "command": b"\x02x"})
+    finally:
+        await driver.close()
+
+
+async def test_a_state_transfer_reaches_only_its_group_from_its_members(tmp_path: Path) -> None:
+    routes = _Routes()
+    driver = RaftDriver()
+    got: list[tuple[str, CatchupMessage]] = []
+    stream = _group(tmp_path, routes, "S.X", on_catchup=lambda p, m: got.append((p, m)))
+    driver.add(stream)
+    try:
+        driver.on_catchup("n2", ["S.X", 3, "chunk", b"data"])
+        driver.on_catchup("n9", ["S.X", 4, "chunk", b"outsider"])  # not a member: dropped
+        driver.on_catchup("n2", ["S.OTHER", 5, "chunk", b"elsewhere"])  # no such group here
+        assert got == [("n2", CatchupMessage("S.X", 3, "chunk", b"data"))]
+        for bad in (
+            ["S.X", 3, "chunk"],
+            ["S.X", -1, "chunk", b""],
+            ["S.X", 3, "exec", b""],
+            ["S.X", 3, "chunk", "text"],
+            [b"S.X", 3, "chunk", b""],
+            {"group": "S.X"},
+        ):
+            with pytest.raises(RaftMessageError):  # the route closes the link
+                driver.on_catchup("n2", bad)
+        assert len(got) == 1
+        assert stream.send_catchup("n2", 6, "req", b"ask")
+        assert routes.catchups == [("n2", ["S.X", 6, "req", b"ask"])]
     finally:
         await driver.close()
 

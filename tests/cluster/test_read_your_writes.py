@@ -29,12 +29,13 @@ import nats
 import pytest
 from nats.aio.client import Client as NATS
 
-from cluster import replicated_stream
+from cluster import raft_log
 from cluster.direct_get_responder import (
     DIRECT_GET_MIN_SEQ_WAIT_S,
     SERVED_BY_HEADER,
     DirectGetLimits,
 )
+from cluster.local_log import LocalLog
 from cluster.router import Router
 from cluster.stream_host import StreamHost
 from engine.entries import UpdateConfigEntry
@@ -100,7 +101,13 @@ async def rig() -> AsyncIterator[Rig]:
     router.subscribe_internal("_INBOX.>", on_reply)
     config = StreamConfig(name="S", subjects=["s.>"], storage="memory", allow_direct=True)
     store = MemoryStore()
-    host = StreamHost(Stream(config, store, 1), store, router, durable=False, node_name="solo")
+    host = StreamHost(
+        Stream(config, store, 1),
+        store,
+        router,
+        lambda owner: LocalLog(owner, store, durable=False),
+        node_name="solo",
+    )
     host.start()
     try:
         yield Rig(router, host, replies)
@@ -195,10 +202,14 @@ async def test_allow_direct_off_answers_parked_requests(
     rig.host.direct.limits = DirectGetLimits(wait_s=LONG_WAIT_S)
     rig.ask("_INBOX.1", {"seq": 1, "min_last_seq": 1})
     off = rig.host.config.model_copy(update={"allow_direct": False})
+    # the update's apply does not reach the sequence, but it turns Direct Get off: the host
+    # refreshes its subscriptions and the parked request is answered rather than left to time out
     await rig.host.propose(UpdateConfigEntry(1, off.model_dump_json().encode()))
-    assert "_INBOX.1" not in rig.replies  # an apply that does not reach the sequence
-    rig.host.refresh_subscriptions()
+    await wait_for(
+        lambda: "_INBOX.1" in rig.replies, "the parked request's answer", LONG_WAIT_S / 2
+    )
     assert rig.replies == {"_INBOX.1": [(NOT_APPLIED, b"")]}
+    assert not rig.host.direct.serving(rig.host.name)
 
 
 # ---- an in-process R3 cluster ------------------------------------------------------------------
@@ -318,7 +329,7 @@ async def test_reads_under_load_are_never_stale_and_spread(
         assert host is not None
         try:
             while not done.is_set():
-                host.group.paused = True
+                host.log.group.paused = True
                 await wait_for(
                     lambda: host.direct.waiting > 0 or done.is_set(),
                     "a read parked on the stalled follower",
@@ -375,7 +386,7 @@ async def _lagging_follower(c: InProcessCluster, conns: list[NATS]) -> tuple[int
     follower = next(i for i in c.live() if i != leader)
     host = c.replica(follower, "RYW")
     assert host is not None
-    host.group.paused = True  # the driver skips its ticks: nothing more is applied there
+    host.log.group.paused = True  # the driver skips its ticks: nothing more is applied there
     new = await js.publish("ryw.lag", b"new")
     assert host.stream.last_seq == old.seq
     # the other follower too, so that only the paused one can answer late (not a slow apply)
@@ -393,8 +404,8 @@ async def _lagging_follower(c: InProcessCluster, conns: list[NATS]) -> tuple[int
 def _resume(c: InProcessCluster, follower: int) -> None:
     host = c.replica(follower, "RYW")
     assert host is not None
-    host.group.paused = False
-    host.driver.kick(host.group.group_name)
+    host.log.group.paused = False
+    host.log.driver.kick(host.log.group.group_name)
 
 
 async def test_a_lagging_follower_answers_412_not_stale_data(
@@ -467,7 +478,7 @@ async def test_a_follower_dropping_direct_get_answers_its_parked_requests(
 ) -> None:
     c, follower, host, tasks, new = await _parked_on_a_lagging_follower(cluster, monkeypatch)
     # any lag is now too much: the next tick unsubscribes the paused follower from Direct Get
-    monkeypatch.setattr(replicated_stream, "DIRECT_GET_LAG_MAX", 0)
+    monkeypatch.setattr(raft_log, "DIRECT_GET_LAG_MAX", 0)
     reads = await asyncio.gather(*tasks)
     by_follower = [r for r in reads if r.served_by == f"n{follower}"]
     assert by_follower and not host.direct.serving("RYW")
@@ -482,7 +493,7 @@ async def test_a_follower_dropping_direct_get_answers_its_parked_requests(
 
 
 async def _park_at(
-    host: replicated_stream.ReplicatedStreamHost, conns: list[NATS], body: dict[str, Any]
+    host: StreamHost[raft_log.RaftLog], conns: list[NATS], body: dict[str, Any]
 ) -> list[asyncio.Task[Read]]:
     """Send requests (spread by the queue group) until ``host`` holds one of them parked."""
     tasks: list[asyncio.Task[Read]] = []

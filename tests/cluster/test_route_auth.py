@@ -83,7 +83,7 @@ async def test_an_authenticated_cluster_forms_and_strangers_get_nothing(tmp_path
         await nc.flush()
         routes = cluster.servers[0].routes  # type: ignore[union-attr]
         assert routes is not None
-        real_link = routes._in.get("n1")
+        real_link = routes.inbound("n1")
         assert real_link is not None
 
         # no or wrong credentials, then a message frame: closed, nothing delivered
@@ -105,7 +105,7 @@ async def test_an_authenticated_cluster_forms_and_strangers_get_nothing(tmp_path
             await sub.next_msg(timeout=0.3)
         assert (await nc.jetstream().stream_info("OK")).state.messages == 1
         # the real peer's link was never replaced by the forged HELLOs with its name
-        assert routes._in.get("n1") is real_link
+        assert routes.inbound("n1") is real_link
 
         # megabytes without a HELLO: cut after the HELLO budget, not buffered
         reader, writer = await _send(port, b"\x00\x10\x00\x00\x01" + b"x" * 10_000_000)
@@ -187,7 +187,7 @@ async def test_forged_hellos_with_a_peer_name_never_take_its_link_down(tmp_path:
             routes.peer_down.append(functools.partial(_record, downs, f"n{i}"))
         target = cluster.servers[0].routes  # type: ignore[union-attr]
         assert target is not None
-        real_link = target._in["n1"]
+        real_link = target.inbound("n1")
         port = cluster.cluster_ports[0]
         for attempt in range(FORGED_HELLOS):
             creds = {} if attempt % 2 else {"user": "route", "pass": f"guess{attempt}"}
@@ -195,7 +195,7 @@ async def test_forged_hellos_with_a_peer_name_never_take_its_link_down(tmp_path:
             assert await _closed_by_peer(reader)
             writer.close()
         assert downs == [], f"route down events during the attack: {downs}"
-        assert target._in["n1"] is real_link
+        assert target.inbound("n1") is real_link
         assert real_link.transport is not None and not real_link.transport.is_closing()
         await _publish_and_read(cluster.urls[1], "AFTER")
     finally:
@@ -223,7 +223,7 @@ async def test_a_client_certificate_from_another_ca_is_refused(tmp_path: Path) -
             pass  # refused during the handshake (TLS 1.2) rather than after it (TLS 1.3)
         routes = cluster.servers[0].routes  # type: ignore[union-attr]
         assert routes is not None
-        assert set(routes._in) == {"n1", "n2"}
+        assert routes.inbound_peers() == {"n1", "n2"}
         await _publish_and_read(cluster.urls[0], "CA")
     finally:
         await cluster.stop()
@@ -259,7 +259,7 @@ async def test_tls_and_plain_nodes_never_connect_and_say_why(
         for i in range(2):
             routes = cluster.servers[i].routes  # type: ignore[union-attr]
             assert routes is not None
-            assert routes.connected_peers() == [] and routes._in == {}
+            assert routes.connected_peers() == [] and routes.inbound_peers() == set()
     finally:
         await cluster.stop()
 

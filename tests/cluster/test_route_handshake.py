@@ -131,7 +131,7 @@ async def test_wrong_credentials_close_before_anything_else(creds: dict[str, str
     assert transport.aborted
     assert transport.written == b"", "no HELLO answer to an unauthenticated peer"
     assert link.peer is None and router.delivered == []
-    assert "n1" not in mgr._in
+    assert mgr.inbound("n1") is None
 
 
 async def test_right_credentials_and_a_configured_name_make_a_peer() -> None:
@@ -139,11 +139,11 @@ async def test_right_credentials_and_a_configured_name_make_a_peer() -> None:
     link, transport = _accepted(mgr)
     link.data_received(_hello(**GOOD))
     assert not transport.is_closing()
-    assert link.peer == "n1" and mgr._in["n1"] is link
+    assert link.peer == "n1" and mgr.inbound("n1") is link
     assert link.reader.frame_bytes_max == FRAME_BYTES_MAX
     assert [k for k, _ in transport.frames()] == [FrameKind.HELLO]
     link.data_received(_msg())
-    assert router.delivered == [["injected", None, None, b"evil", True, []]]
+    assert router.delivered == [["injected", None, None, b"evil", True, [], None]]
 
 
 async def test_an_unknown_name_is_answered_and_closed() -> None:
@@ -151,7 +151,7 @@ async def test_an_unknown_name_is_answered_and_closed() -> None:
     link, transport = _accepted(mgr)
     link.data_received(_hello("stranger", **GOOD))
     assert transport.closed and link.peer is None
-    assert "stranger" not in mgr._in
+    assert mgr.inbound("stranger") is None
     # our own name is no peer either
     link, transport = _accepted(mgr)
     link.data_received(_hello("n0", **GOOD))
@@ -166,12 +166,12 @@ async def test_a_forged_hello_does_not_replace_a_connected_peer() -> None:
         link, transport = _accepted(mgr)
         link.data_received(_hello())
         assert transport.aborted
-    assert mgr._in["n1"] is real and not real_transport.is_closing()
+    assert mgr.inbound("n1") is real and not real_transport.is_closing()
     assert router.dropped == []
     # the real peer reconnecting (authenticated) replaces its old link
     again, _ = _accepted(mgr)
     again.data_received(_hello(**GOOD))
-    assert mgr._in["n1"] is again and real_transport.closed
+    assert mgr.inbound("n1") is again and real_transport.closed
 
 
 async def test_silence_is_closed_at_the_handshake_timeout() -> None:

@@ -105,3 +105,31 @@ def test_nats_js_stream_publish_and_get(node: str, server: ServerProc) -> None:
     state = out["state"]
     assert (state["messages"], state["first_seq"], state["last_seq"]) == (3, 1, 3)
     assert state["num_subjects"] == 2
+
+
+CONSUMERS_SCRIPT = JS_DIR / "consumers.mjs"
+
+
+def test_nats_js_consumers(node: str, server: ServerProc) -> None:
+    """consume(), fetch() with ackAck, and an ordered consumer, as nats.js drives them."""
+    done = subprocess.run(
+        [node, str(CONSUMERS_SCRIPT), server.url],
+        capture_output=True,
+        text=True,
+        timeout=NODE_RUN_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert [(m["seq"], m["data"]) for m in out["consumed"]] == [
+        (s, f"m{s - 1}") for s in range(1, 7)
+    ]
+    fetched = [m["seq"] for m in out["fetched"]]
+    # consume() may have pulled 7 and 8 ahead into its buffer; fetch() continues after them
+    assert fetched and fetched == list(range(fetched[0], 11)) and fetched[0] >= 7
+    assert [m["seq"] for m in out["ordered"]] == [2, 4, 6, 8, 10]
+    assert all(m["subject"] == "cons.odd" for m in out["ordered"])
+    info = out["info"]
+    assert info["delivered"] == 10 and info["num_pending"] == 0
+    assert info["ack_floor"] == (10 if fetched[0] == 7 else 6)
+    assert info["num_ack_pending"] == fetched[0] - 7

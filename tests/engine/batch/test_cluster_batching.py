@@ -24,6 +24,7 @@ from cluster.batching import (
 )
 from cluster.cli import options_from
 from cluster.config_file import parse_config
+from cluster.local_log import LocalLog
 from cluster.router import Router
 from cluster.stream_host import StreamHost
 from engine.batch import BatchLimits, CommitReady
@@ -233,7 +234,12 @@ async def test_a_batch_through_the_stream_host() -> None:
     router.subscribe_internal("_INBOX.>", on_reply)
     config = make_config(allow_atomic=True)
     store = MemoryStore()
-    host = StreamHost(Stream(config, store, 1), store, router, durable=False)
+    host = StreamHost(
+        Stream(config, store, 1),
+        store,
+        router,
+        lambda owner: LocalLog(owner, store, durable=False),
+    )
     host.start()
     try:
         publish = router.publish

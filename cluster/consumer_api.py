@@ -1,0 +1,189 @@
+"""The consumer half of the JetStream API: ``$JS.API.CONSUMER.*``.
+
+Requests are answered by the node that writes the stream (a single server; in a cluster the
+stream's Raft leader, since consumer operations are entries of the stream's log), through the
+stream host's ``ConsumerHost``. Checks and shapes are nats-server's (``protocol/consumer_config``);
+``MSG.NEXT`` is not a JSON request: its replies are the messages or status messages.
+
+Must never: change consumer state other than through the stream host's proposals.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from cluster.authority import StreamAuthority
+from protocol import api_json
+from protocol import consumer_config as CC
+from protocol import errors as E
+from protocol.consumer_models import ConsumerNamesRequest
+from protocol.errors import ApiError
+from protocol.stream_config import decode_strict
+
+_PREFIX: Final = "io.nats.jetstream.api.v1."
+CONSUMER_CREATE_RESPONSE: Final = _PREFIX + "consumer_create_response"
+CONSUMER_INFO_RESPONSE: Final = _PREFIX + "consumer_info_response"
+CONSUMER_NAMES_RESPONSE: Final = _PREFIX + "consumer_names_response"
+CONSUMER_LIST_RESPONSE: Final = _PREFIX + "consumer_list_response"
+CONSUMER_DELETE_RESPONSE: Final = _PREFIX + "consumer_delete_response"
+CONSUMER_PAUSE_RESPONSE: Final = _PREFIX + "consumer_pause_response"
+CONSUMER_STEPDOWN_RESPONSE: Final = _PREFIX + "consumer_leader_stepdown_response"
+NAMES_LIMIT: Final = 1024  # JSApiNamesLimit
+LIST_LIMIT: Final = 256  # JSApiListLimit
+EPHEMERAL_NAME_CHARS: Final = 8
+_NAME_ALPHABET: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+Handler = Callable[[str, bytes], Awaitable[dict[str, Any]]]
+
+
+def ephemeral_name() -> str:
+    """A random name for an ephemeral consumer (nats-server: 8 characters of a hash)."""
+    raw = os.urandom(EPHEMERAL_NAME_CHARS)
+    return "".join(_NAME_ALPHABET[b % len(_NAME_ALPHABET)] for b in raw)
+
+
+class ConsumerApi:
+    def __init__(self, authority: StreamAuthority) -> None:
+        self.authority = authority
+
+    def route(self, tokens: list[str]) -> tuple[Handler, str, str, str] | None:
+        """(handler, response type, stream, op for ``authority.answers``) for a
+        ``$JS.API.CONSUMER`` subject, or None (nats-server stays silent)."""
+        n = len(tokens)
+        if n < 5:
+            return None
+        op = tokens[3]
+        if op == "CREATE" and n >= 5:
+
+            async def create(stream: str, body: bytes) -> dict[str, Any]:
+                return await self._create(tokens, body)
+
+            return create, CONSUMER_CREATE_RESPONSE, tokens[4], "CONSUMER_CREATE"
+        if op == "DURABLE" and n >= 6 and tokens[4] == "CREATE":
+
+            async def durable(stream: str, body: bytes) -> dict[str, Any]:
+                return await self._create(tokens, body)
+
+            return durable, CONSUMER_CREATE_RESPONSE, tokens[5], "CONSUMER_CREATE"
+        if op in ("NAMES", "LIST") and n == 5:
+            if op == "NAMES":
+                return self._names, CONSUMER_NAMES_RESPONSE, tokens[4], "CONSUMER_NAMES"
+            return self._list, CONSUMER_LIST_RESPONSE, tokens[4], "CONSUMER_LIST"
+        if op in ("INFO", "DELETE", "PAUSE") and n == 6:
+            name = tokens[5]
+
+            async def one(stream: str, body: bytes) -> dict[str, Any]:
+                if op == "INFO":
+                    return self._info(stream, name, body)
+                if op == "DELETE":
+                    return await self._delete(stream, name, body)
+                raise ApiError(
+                    E.STREAM_INVALID_CONFIG, err="consumer pause is not supported by jetraft"
+                )
+
+            types = {
+                "INFO": CONSUMER_INFO_RESPONSE,
+                "DELETE": CONSUMER_DELETE_RESPONSE,
+                "PAUSE": CONSUMER_PAUSE_RESPONSE,
+            }
+            return one, types[op], tokens[4], "CONSUMER_" + op
+        return None
+
+    def next_target(self, tokens: list[str]) -> tuple[str, str] | None:
+        """(stream, consumer) of a ``CONSUMER.MSG.NEXT.<stream>.<consumer>`` subject."""
+        if len(tokens) == 7 and tokens[3] == "MSG" and tokens[4] == "NEXT":
+            return tokens[5], tokens[6]
+        return None
+
+    def on_next(self, stream: str, consumer: str, reply: str, body: bytes) -> None:
+        host = self.authority.hosts.get(stream)
+        if host is not None and host.is_leader:
+            host.consumers.on_next(consumer, reply, body)
+
+    # --- handlers ------------------------------------------------------------------------
+    async def _create(self, tokens: list[str], body: bytes) -> dict[str, Any]:
+        req = CC.parse_create(tokens, body)
+        auth = self.authority
+        if req.config.num_replicas > 1 and not auth.clustered:
+            raise ApiError(E.STREAM_REPLICAS_NOT_SUPPORTED)
+        host = auth.writer(req.stream)
+        name = req.name or req.config.durable_name or ephemeral_name()
+        consumers = host.consumers
+        others = {n: c for n in consumers.names() if (c := consumers.config_obj(n)) is not None}
+        config = CC.normalize(req, name, host.config, others)
+        existing = others.get(name)
+        if existing is not None:
+            if req.action == "create" and existing != config:
+                raise ApiError(E.CONSUMER_ALREADY_EXISTS)
+            error = CC.update_error(existing, config)
+            if error is not None:
+                raise error
+        elif req.action == "update":
+            raise ApiError(E.CONSUMER_DOES_NOT_EXIST)
+        else:
+            limit = host.config.max_consumers
+            if limit > 0 and len(others) >= limit:
+                raise ApiError(E.MAXIMUM_CONSUMERS_LIMIT)
+        info, _created = await consumers.create(name, config, req.action)
+        return {"type": CONSUMER_CREATE_RESPONSE, **self._with_cluster(host, info)}
+
+    def _with_cluster(self, host: Any, info: dict[str, Any]) -> dict[str, Any]:
+        cluster = self.authority.host_info(host, "").get("cluster")
+        if cluster is None:
+            return info
+        out = {k: v for k, v in info.items() if k not in ("push_bound", "ts")}
+        out["cluster"] = cluster
+        for key in ("push_bound", "ts"):
+            if key in info:
+                out[key] = info[key]
+        return out
+
+    def _info(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
+        api_json.check_empty_request(body)
+        host = self.authority.writer(stream)
+        info = host.consumers.info(name)
+        if info is None:
+            raise ApiError(E.CONSUMER_NOT_FOUND)
+        return {"type": CONSUMER_INFO_RESPONSE, **self._with_cluster(host, info)}
+
+    async def _delete(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
+        api_json.check_empty_request(body)
+        host = self.authority.writer(stream)
+        await host.consumers.delete(name)
+        return {"type": CONSUMER_DELETE_RESPONSE, "success": True}
+
+    def _page(self, body: bytes, total: int, limit: int) -> tuple[int, int]:
+        offset = decode_strict(body, ConsumerNamesRequest).offset if body.strip() else 0
+        start = min(max(offset, 0), total)
+        return start, min(start + limit, total)
+
+    async def _names(self, stream: str, body: bytes) -> dict[str, Any]:
+        host = self.authority.writer(stream)
+        names = host.consumers.names()
+        start, stop = self._page(body, len(names), NAMES_LIMIT)
+        return {
+            "type": CONSUMER_NAMES_RESPONSE,
+            "total": len(names),
+            "offset": start,
+            "limit": NAMES_LIMIT,
+            "consumers": names[start:stop],
+        }
+
+    async def _list(self, stream: str, body: bytes) -> dict[str, Any]:
+        host = self.authority.writer(stream)
+        names = host.consumers.names()
+        start, stop = self._page(body, len(names), LIST_LIMIT)
+        infos = []
+        for name in names[start:stop]:
+            info = host.consumers.info(name)
+            if info is not None:
+                infos.append(self._with_cluster(host, info))
+        return {
+            "type": CONSUMER_LIST_RESPONSE,
+            "total": len(names),
+            "offset": start,
+            "limit": LIST_LIMIT,
+            "consumers": infos,
+        }

@@ -1,0 +1,154 @@
+"""Consumers of a replicated stream in a real 3-node cluster (issue 14).
+
+Consumer operations are entries of the stream's Raft log, so every replica holds the same
+consumer state (the stream digest covers it) and a new leader carries on where the old one
+stopped: a message whose ack was confirmed (``ack_sync``) is never delivered again, every other
+message is delivered at least once, across a SIGKILL of the stream leader.
+
+Must never: sleep blindly (waits poll with deadlines), or leave a node running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import nats.errors
+import pytest
+from nats.aio.client import Client as NATS
+from nats.js.api import AckPolicy, ConsumerConfig
+
+from tests.integration.clients import connect
+from tests.servers import JetraftCluster
+
+pytestmark = pytest.mark.integration
+
+STREAM = "CQ"
+MSGS = 20
+FIRST_FETCH = 10
+ACKED_FIRST = 5
+ACK_WAIT_S = 2.0
+REQUEST_TIMEOUT_S = 5.0
+FAILOVER_TIMEOUT_S = 30.0
+CONVERGE_TIMEOUT_S = 20.0
+DRAIN_TIMEOUT_S = 40.0
+FETCH_TIMEOUT_S = 1.0
+
+
+async def _api(nc: NATS, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    payload = b"" if body is None else json.dumps(body).encode()
+    reply = await nc.request(f"$JS.API.{subject}", payload, timeout=REQUEST_TIMEOUT_S)
+    data: dict[str, Any] = json.loads(reply.data)
+    return data
+
+
+def _leader(cluster: JetraftCluster, nodes: list[int]) -> int | None:
+    """The one node among ``nodes`` that says it leads the stream and that the others name."""
+    views = [cluster.stream_jsz(i, STREAM) for i in nodes]
+    if any(v is None for v in views):
+        return None
+    leaders = [i for i, v in zip(nodes, views, strict=True) if v and v["is_leader"]]
+    if len(leaders) != 1:
+        return None
+    name = cluster.nodes[leaders[0]].name
+    return leaders[0] if all(v and v["leader"] == name for v in views) else None
+
+
+def _converged(cluster: JetraftCluster, nodes: list[int]) -> bool:
+    views = [cluster.stream_jsz(i, STREAM) for i in nodes]
+    if any(v is None for v in views):
+        return False
+    return len({(v["applied_index"], v["digest"]) for v in views if v}) == 1
+
+
+async def _info_via(nc: NATS, name: str) -> dict[str, Any] | None:
+    """CONSUMER.INFO through any node (the stream leader answers); None while there is none."""
+    try:
+        info = await _api(nc, f"CONSUMER.INFO.{STREAM}.{name}")
+    except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
+        return None
+    return None if "error" in info else info
+
+
+async def test_consumer_state_survives_a_leader_kill(fresh_jetraft_cluster: JetraftCluster) -> None:
+    cluster = fresh_jetraft_cluster
+    everyone = [0, 1, 2]
+    nc = await connect(cluster.urls[0])
+    try:
+        created = await _api(
+            nc,
+            f"STREAM.CREATE.{STREAM}",
+            {"name": STREAM, "subjects": ["cq.>"], "num_replicas": 3},
+        )
+        assert "error" not in created, created
+        js = nc.jetstream(timeout=REQUEST_TIMEOUT_S)
+        for i in range(MSGS):
+            await js.publish(f"cq.{i % 3}", str(i).encode())
+        config = ConsumerConfig(
+            durable_name="work",
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=ACK_WAIT_S,
+        )
+        await js.add_consumer(STREAM, config=config)
+        psub = await js.pull_subscribe_bind("work", STREAM)
+        first = await psub.fetch(FIRST_FETCH, timeout=REQUEST_TIMEOUT_S)
+        assert [m.metadata.sequence.stream for m in first] == list(range(1, FIRST_FETCH + 1))
+        for msg in first[:ACKED_FIRST]:
+            await msg.ack_sync()  # confirmed: these must never come back
+        info = await _info_via(nc, "work")
+        assert info is not None
+        assert info["delivered"]["stream_seq"] == FIRST_FETCH
+        assert info["ack_floor"]["stream_seq"] == ACKED_FIRST
+        assert info["num_ack_pending"] == FIRST_FETCH - ACKED_FIRST
+        assert info["num_pending"] == MSGS - FIRST_FETCH
+        deadline = time.monotonic() + CONVERGE_TIMEOUT_S
+        while not _converged(cluster, everyone):
+            assert time.monotonic() < deadline, "replicas never reached one consumer state"
+            await asyncio.sleep(0.1)
+        leader = _leader(cluster, everyone)
+        assert leader is not None
+    finally:
+        await nc.close()
+
+    cluster.kill(leader)
+    survivors = [i for i in everyone if i != leader]
+    nc = await connect(cluster.urls[survivors[0]])
+    try:
+        deadline = time.monotonic() + FAILOVER_TIMEOUT_S
+        info = None
+        while info is None:
+            assert time.monotonic() < deadline, "no new leader answered for the consumer"
+            if _leader(cluster, survivors) is not None:
+                info = await _info_via(nc, "work")
+            if info is None:
+                await asyncio.sleep(0.2)
+        # the replicated state the new leader starts from: nothing confirmed is forgotten
+        assert info["ack_floor"]["stream_seq"] >= ACKED_FIRST
+        assert info["delivered"]["stream_seq"] >= FIRST_FETCH
+
+        js = nc.jetstream(timeout=REQUEST_TIMEOUT_S)
+        psub = await js.pull_subscribe_bind("work", STREAM)
+        seen: dict[int, int] = {}
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        while len(seen) < MSGS - ACKED_FIRST:
+            assert time.monotonic() < deadline, f"only {sorted(seen)} delivered after failover"
+            try:
+                msgs = await psub.fetch(MSGS, timeout=FETCH_TIMEOUT_S)
+            except nats.errors.TimeoutError:
+                continue
+            for msg in msgs:
+                seq = msg.metadata.sequence.stream
+                assert seq > ACKED_FIRST, f"seq {seq} was acked (ack_sync) and came back"
+                seen[seq] = msg.metadata.num_delivered
+                await msg.ack_sync()
+        assert sorted(seen) == list(range(ACKED_FIRST + 1, MSGS + 1))
+        # the five delivered before the kill and never acked came back as redeliveries
+        assert all(seen[s] >= 2 for s in range(ACKED_FIRST + 1, FIRST_FETCH + 1)), seen
+        info = await _info_via(nc, "work")
+        assert info is not None
+        assert info["num_ack_pending"] == 0 and info["num_pending"] == 0
+        assert info["ack_floor"]["stream_seq"] == MSGS
+    finally:
+        await nc.close()

@@ -1,0 +1,83 @@
+"""A single server's consumer state survives SIGKILL (issue 14).
+
+The consumers' state is part of the stream's engine meta, written with every entry and fsynced
+before an ack is confirmed: after a kill -9 and a restart, CONSUMER.INFO shows the same
+deliveries and ack floor, an ack answered to ``ack_sync`` never comes back, and the messages
+that were delivered but not acked are redelivered once their ack wait passes.
+
+jetraft only: nats-server writes consumer state lazily and makes no such promise.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import nats.errors
+import pytest
+from nats.js.api import AckPolicy, ConsumerConfig
+
+from tests.integration.clients import connect
+from tests.servers import start_jetraft
+
+pytestmark = pytest.mark.integration
+
+STREAM = "CR"
+MSGS = 12
+FETCHED = 8
+ACKED = 4
+ACK_WAIT_S = 1.0
+TIMEOUT_S = 5.0
+DRAIN_TIMEOUT_S = 20.0
+
+
+async def test_consumer_state_survives_sigkill(tmp_path: Path) -> None:
+    server = start_jetraft(tmp_path)
+    try:
+        nc = await connect(server.url)
+        js = nc.jetstream(timeout=TIMEOUT_S)
+        await js.add_stream(name=STREAM, subjects=["cr.>"])
+        for i in range(MSGS):
+            await js.publish("cr.x", str(i).encode())
+        config = ConsumerConfig(
+            durable_name="d", ack_policy=AckPolicy.EXPLICIT, ack_wait=ACK_WAIT_S
+        )
+        await js.add_consumer(STREAM, config=config)
+        psub = await js.pull_subscribe_bind("d", STREAM)
+        msgs = await psub.fetch(FETCHED, timeout=TIMEOUT_S)
+        for msg in msgs[:ACKED]:
+            await msg.ack_sync()
+        before = await js.consumer_info(STREAM, "d")
+        await nc.close()
+
+        server.kill()
+        server.start()
+
+        nc = await connect(server.url)
+        js = nc.jetstream(timeout=TIMEOUT_S)
+        after = await js.consumer_info(STREAM, "d")
+        assert after.delivered.stream_seq == before.delivered.stream_seq == FETCHED
+        assert after.ack_floor.stream_seq == before.ack_floor.stream_seq == ACKED
+        assert after.num_ack_pending == FETCHED - ACKED
+        assert after.num_pending == MSGS - FETCHED
+
+        psub = await js.pull_subscribe_bind("d", STREAM)
+        seen: dict[int, int] = {}
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        while len(seen) < MSGS - ACKED:
+            assert time.monotonic() < deadline, f"only {sorted(seen)} came after the restart"
+            try:
+                batch = await psub.fetch(MSGS, timeout=ACK_WAIT_S)
+            except nats.errors.TimeoutError:
+                continue
+            for msg in batch:
+                seq = msg.metadata.sequence.stream
+                assert seq > ACKED, f"seq {seq} was confirmed acked before the kill"
+                seen[seq] = msg.metadata.num_delivered
+                await msg.ack_sync()
+        assert sorted(seen) == list(range(ACKED + 1, MSGS + 1))
+        assert all(seen[s] == 2 for s in range(ACKED + 1, FETCHED + 1)), seen
+        assert all(seen[s] == 1 for s in range(FETCHED + 1, MSGS + 1)), seen
+        await nc.close()
+    finally:
+        server.stop()
