@@ -5,7 +5,8 @@ for the chaos harness and Spark jobs (issue 6's run-directory contract). Rows:
 ``{"node","stream","index","term","op","seq","subject","id","batch","ts_ns","applied_ns"}`` with
 ``op`` one of ``store`` (a message stored), ``marker`` (a subject delete marker stored), ``expire``
 (removed by an expire entry), ``delete`` (removed by MSG.DELETE, or by a limit while a publish
-was applied: then ``reason`` is ``"limit"``), ``purge`` (removed by a purge; a purge of a whole
+was applied: then ``reason`` is ``"limit"``; by interest or work-queue retention when a consumer
+entry was applied: ``"retention"``), ``purge`` (removed by a purge; a purge of a whole
 range is one row with ``through``). ``id`` is the payload's ``id`` when the payload is a JSON
 object that has one; ``batch`` the atomic batch id; ``applied_ns`` this node's wall clock.
 
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from engine.entries import (
+    CONSUMER_OPS,
     BatchCommitEntry,
     DeleteMsgEntry,
     ExpireEntry,
@@ -164,6 +166,8 @@ class ApplyLog:
             removal = "delete"
         elif isinstance(entry, PurgeEntry):
             removal = "purge"
+        elif isinstance(entry, CONSUMER_OPS):
+            removal = "retention"  # interest / work-queue retention (an ack, a delete...)
         else:
             removal = "limit"
         batch = entry.batch_id if isinstance(entry, BatchCommitEntry) else None
@@ -187,7 +191,7 @@ class ApplyLog:
                 )
             elif kind == "remove":
                 seq, gone = item
-                reasoned = removal in ("limit", "transfer")
+                reasoned = removal in ("limit", "retention", "transfer")
                 row.update(op="delete" if reasoned else removal, seq=seq)
                 if reasoned:
                     row["reason"] = removal

@@ -18,18 +18,24 @@ from cluster.authority import StreamAuthority
 from protocol import api_json
 from protocol import consumer_config as CC
 from protocol import errors as E
+from protocol.api_json import (
+    CONSUMER_CREATE_RESPONSE,
+    CONSUMER_DELETE_RESPONSE,
+    CONSUMER_INFO_RESPONSE,
+    CONSUMER_LIST_RESPONSE,
+    CONSUMER_NAMES_RESPONSE,
+    CONSUMER_PAUSE_RESPONSE,
+)
 from protocol.consumer_models import ConsumerNamesRequest
 from protocol.errors import ApiError
-from protocol.stream_config import decode_strict
+from protocol.stream_config import (
+    SERVER_API_LEVEL,
+    SERVER_LEVEL_KEY,
+    SERVER_VERSION,
+    SERVER_VERSION_KEY,
+    decode_strict,
+)
 
-_PREFIX: Final = "io.nats.jetstream.api.v1."
-CONSUMER_CREATE_RESPONSE: Final = _PREFIX + "consumer_create_response"
-CONSUMER_INFO_RESPONSE: Final = _PREFIX + "consumer_info_response"
-CONSUMER_NAMES_RESPONSE: Final = _PREFIX + "consumer_names_response"
-CONSUMER_LIST_RESPONSE: Final = _PREFIX + "consumer_list_response"
-CONSUMER_DELETE_RESPONSE: Final = _PREFIX + "consumer_delete_response"
-CONSUMER_PAUSE_RESPONSE: Final = _PREFIX + "consumer_pause_response"
-CONSUMER_STEPDOWN_RESPONSE: Final = _PREFIX + "consumer_leader_stepdown_response"
 NAMES_LIMIT: Final = 1024  # JSApiNamesLimit
 LIST_LIMIT: Final = 256  # JSApiListLimit
 EPHEMERAL_NAME_CHARS: Final = 8
@@ -61,7 +67,7 @@ class ConsumerApi:
                 return await self._create(tokens, body)
 
             return create, CONSUMER_CREATE_RESPONSE, tokens[4], "CONSUMER_CREATE"
-        if op == "DURABLE" and n >= 6 and tokens[4] == "CREATE":
+        if op == "DURABLE" and n == 7 and tokens[4] == "CREATE":
 
             async def durable(stream: str, body: bytes) -> dict[str, Any]:
                 return await self._create(tokens, body)
@@ -91,17 +97,6 @@ class ConsumerApi:
             return one, types[op], tokens[4], "CONSUMER_" + op
         return None
 
-    def next_target(self, tokens: list[str]) -> tuple[str, str] | None:
-        """(stream, consumer) of a ``CONSUMER.MSG.NEXT.<stream>.<consumer>`` subject."""
-        if len(tokens) == 7 and tokens[3] == "MSG" and tokens[4] == "NEXT":
-            return tokens[5], tokens[6]
-        return None
-
-    def on_next(self, stream: str, consumer: str, reply: str, body: bytes) -> None:
-        host = self.authority.hosts.get(stream)
-        if host is not None and host.is_leader:
-            host.consumers.on_next(consumer, reply, body)
-
     # --- handlers ------------------------------------------------------------------------
     async def _create(self, tokens: list[str], body: bytes) -> dict[str, Any]:
         req = CC.parse_create(tokens, body)
@@ -112,7 +107,7 @@ class ConsumerApi:
         name = req.name or req.config.durable_name or ephemeral_name()
         consumers = host.consumers
         others = {n: c for n in consumers.names() if (c := consumers.config_obj(n)) is not None}
-        config = CC.normalize(req, name, host.config, others)
+        config = CC.config_obj(CC.normalize(req, name, host.config, others))
         existing = others.get(name)
         if existing is not None:
             if req.action == "create" and existing != config:
@@ -120,6 +115,10 @@ class ConsumerApi:
             error = CC.update_error(existing, config)
             if error is not None:
                 raise error
+            old_deliver = existing.get("deliver_subject", "")
+            if old_deliver and old_deliver != config.get("deliver_subject"):
+                if host.router.has_interest(old_deliver):
+                    raise ApiError(E.CONSUMER_NAME_EXIST)
         elif req.action == "update":
             raise ApiError(E.CONSUMER_DOES_NOT_EXIST)
         else:
@@ -127,7 +126,7 @@ class ConsumerApi:
             if limit > 0 and len(others) >= limit:
                 raise ApiError(E.MAXIMUM_CONSUMERS_LIMIT)
         info, _created = await consumers.create(name, config, req.action)
-        return {"type": CONSUMER_CREATE_RESPONSE, **self._with_cluster(host, info)}
+        return {"type": CONSUMER_CREATE_RESPONSE, **self._with_cluster(host, _dynamic(info))}
 
     def _with_cluster(self, host: Any, info: dict[str, Any]) -> dict[str, Any]:
         cluster = self.authority.host_info(host, "").get("cluster")
@@ -146,7 +145,7 @@ class ConsumerApi:
         info = host.consumers.info(name)
         if info is None:
             raise ApiError(E.CONSUMER_NOT_FOUND)
-        return {"type": CONSUMER_INFO_RESPONSE, **self._with_cluster(host, info)}
+        return {"type": CONSUMER_INFO_RESPONSE, **self._with_cluster(host, _dynamic(info))}
 
     async def _delete(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
         api_json.check_empty_request(body)
@@ -187,3 +186,14 @@ class ConsumerApi:
             "limit": LIST_LIMIT,
             "consumers": infos,
         }
+
+
+def _dynamic(info: dict[str, Any]) -> dict[str, Any]:
+    """CREATE and INFO replies carry the server's version and API level in the config's
+    metadata (nats-server setDynamicConsumerMetadata); LIST entries do not."""
+    config = dict(info["config"])
+    metadata = dict(config.get("metadata") or {})
+    metadata[SERVER_LEVEL_KEY] = str(SERVER_API_LEVEL)
+    metadata[SERVER_VERSION_KEY] = SERVER_VERSION
+    config["metadata"] = dict(sorted(metadata.items()))
+    return {**info, "config": config}

@@ -26,7 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from cluster.router import Router
+from cluster.router import Router, Subscription
 from engine.consumer.consumer import Consumer
 from engine.consumer.entries import (
     Ack,
@@ -66,6 +66,7 @@ PUSH_BATCH_MAX: Final = 256  # deliveries per entry for a push consumer
 FLOW_CONTROL_MAX_PENDING: Final = 32 * 1024 * 1024  # JsFlowControlMaxPending
 FLOW_CONTROL_FIRST_WINDOW: Final = FLOW_CONTROL_MAX_PENDING // 16
 FC_PREFIX: Final = "$JS.FC."
+NEXT_PREFIX: Final = "$JS.API.CONSUMER.MSG.NEXT."
 ACK_METRIC_PREFIX: Final = "$JS.EVENT.METRIC.CONSUMER.ACK."
 INACTIVITY_CHECK_S: Final = 1.0
 PULL_BATCH_MAX: Final = DELIVER_SEQS_MAX
@@ -86,6 +87,7 @@ class _Pull:
     heartbeat_s: float
     delivered: int = 0
     max_bytes: bool = False
+    closing: bool = False  # a message did not fit its max_bytes: 409 once its batch went out
     hb_handle: asyncio.TimerHandle | None = None
     expiry_handle: asyncio.TimerHandle | None = None
 
@@ -105,6 +107,9 @@ class _Live:
     last_active: float = field(default_factory=time.monotonic)
     deleting: bool = False
     watched: str = ""  # the deliver subject whose interest wakes this push consumer
+    # the consumer's own subscriptions, as nats-server has them: pull requests (pull consumers)
+    # and acks (unless ack_policy none); without them a request gets no-responders
+    subs: list[Subscription] = field(default_factory=list)
     # push flow control (nats-server's): bytes sent since the last answered request, the window
     # (doubles with every answer), the outstanding request's reply subject and what it covers
     fc_bytes: int = 0
@@ -147,8 +152,8 @@ class ConsumerHost:
         self._live: dict[str, _Live] = {}
         self._acks: list[_PendingAck] = []
         self._acking = False
-        self._ack_sub: Any = None
-        self._fc_sub: Any = None
+        self._fc_sub: Subscription | None = None
+        self._deleted_reason = "Leadership Change"  # what waiting pull requests hear on stop
         self._leading = False
         self._pump_scheduled = False
         self._closed = False
@@ -176,9 +181,6 @@ class ConsumerHost:
         self._leading = leading
         router = self._host.router
         if leading:
-            self._ack_sub = router.subscribe_internal(
-                f"{W.ACK_PREFIX}{self._host.name}.>", self._on_ack
-            )
             self._fc_sub = router.subscribe_internal(
                 f"{FC_PREFIX}{self._host.name}.>", self._on_flow_control
             )
@@ -187,20 +189,22 @@ class ConsumerHost:
             self._schedule_pump()
             self._ticker = asyncio.get_running_loop().call_later(INACTIVITY_CHECK_S, self._tick)
         else:
-            for sub in (self._ack_sub, self._fc_sub):
-                if sub is not None:
-                    router.remove(sub)
-            self._ack_sub = self._fc_sub = None
+            if self._fc_sub is not None:
+                router.remove(self._fc_sub)
+                self._fc_sub = None
             if self._ticker is not None:
                 self._ticker.cancel()
                 self._ticker = None
             for live in self._live.values():
-                self._stop_live(live, leadership_lost=True)
+                self._stop_live(live, self._deleted_reason)
             self._live.clear()
             self._acks.clear()
 
     async def close(self) -> None:
+        """The stream goes away (deleted, or the node stops): waiting pull requests hear that
+        their consumer is gone."""
         self._closed = True
+        self._deleted_reason = "Consumer Deleted"
         self.serve(False)
         for task in list(self._tasks):
             task.cancel()
@@ -238,7 +242,7 @@ class ConsumerHost:
         elif isinstance(entry, DeleteConsumerEntry):
             live = self._live.pop(entry.name, None)
             if live is not None:
-                self._stop_live(live, leadership_lost=False)
+                self._stop_live(live, "Consumer Deleted")
         elif isinstance(entry, CreateConsumerEntry):
             if isinstance(result, CreateResult):
                 self._watch(self._live_for(result.name))
@@ -401,10 +405,27 @@ class ConsumerHost:
         live = self._live.get(name)
         if live is None:
             live = self._live[name] = _Live(name)
+            self._subscribe(live)
             self._watch(live)
             self._arm_timer(live)
             self._arm_push_heartbeat(live)
         return live
+
+    def _subscribe(self, live: _Live) -> None:
+        consumer = self._consumer(live.name)
+        if consumer is None:
+            return
+        router, stream, name = self._host.router, self._host.name, live.name
+
+        def on_next(_s: str, reply: str | None, _h: bytes | None, body: bytes) -> None:
+            if reply:
+                self.on_next(name, reply, body)
+
+        live.subs.append(router.subscribe_internal(f"{NEXT_PREFIX}{stream}.{name}", on_next))
+        if consumer.config.ack_policy != "none":
+            live.subs.append(
+                router.subscribe_internal(f"{W.ACK_PREFIX}{stream}.{name}.>", self._on_ack)
+            )
 
     def _watch(self, live: _Live) -> None:
         """A push consumer delivers as soon as its deliver subject gets a subscriber."""
@@ -419,13 +440,14 @@ class ConsumerHost:
         if subject:
             router.watch_interest(subject, self._schedule_pump)
 
-    def _stop_live(self, live: _Live, *, leadership_lost: bool) -> None:
+    def _stop_live(self, live: _Live, reason: str) -> None:
+        """Stop serving a consumer here; waiting pull requests get a 409 with ``reason``."""
+        for sub in live.subs:
+            self._host.router.remove(sub)
+        live.subs = []
         for pull in list(live.waiting):
             self._finish_pull(live, pull)
-            if not leadership_lost:
-                self._host.router.publish(pull.reply, None, W.status(409, "Consumer Deleted"), b"")
-            else:
-                self._host.router.publish(pull.reply, None, W.status(409, "Leadership Change"), b"")
+            self._host.router.publish(pull.reply, None, W.status(409, reason), b"")
         for handle in (live.timer, live.heartbeat, live.replay_wait):
             if handle is not None:
                 handle.cancel()
@@ -459,7 +481,7 @@ class ConsumerHost:
             if config.replay_policy == "original":
                 return 1
             return PUSH_BATCH_MAX
-        return min(sum(p.left for p in live.waiting), PULL_BATCH_MAX)
+        return min(sum(p.left for p in live.waiting if not p.closing), PULL_BATCH_MAX)
 
     def _try_deliver(self, live: _Live) -> None:
         consumer = self._consumer(live.name)
@@ -479,9 +501,64 @@ class ConsumerHost:
         if config_replays_original(consumer) and not self._replay_due(live, seqs[0]):
             live.redeliver.update(s for s in seqs if s in consumer.pending)
             return
+        plan: dict[int, _Pull] = {}
+        if not consumer.config.deliver_subject:
+            seqs = self._plan_pulls(live, consumer, seqs, plan)
+            if not seqs:
+                self._close_planned(live, plan)  # requests a message did not fit
+                self._schedule_pump()
+                return
         live.delivering = True
         entry = DeliverEntry(time.time_ns(), live.name, tuple(seqs))
-        self._spawn(self._deliver(live, entry))
+        self._spawn(self._deliver(live, entry, plan))
+
+    def _plan_pulls(
+        self, live: _Live, consumer: Consumer, seqs: list[int], plan: dict[int, _Pull]
+    ) -> list[int]:
+        """Which waiting request gets which message, as nats-server serves them: one message
+        each in turn; a message that does not fit a request's remaining ``max_bytes`` (subject,
+        ack reply, headers and payload counted) closes that request with a 409 once its earlier
+        messages went out. Reserves the batch and bytes; returns the seqs to deliver."""
+        stream = self._host.stream
+        pending_now = consumer.num_pending(stream)
+        cseq = consumer.delivered.consumer_seq
+        firsts = 0
+        out: list[int] = []
+        for seq in seqs:
+            msg = stream.load(seq)
+            if msg is None:
+                continue
+            first = seq not in consumer.pending
+            dc = 1 if first else consumer.deliveries(seq) + 1
+            reply = W.ack_reply(
+                self._host.name,
+                live.name,
+                dc,
+                seq,
+                cseq + len(out) + 1,
+                msg.ts_ns,
+                pending_now - firsts - (1 if first else 0),
+            )
+            size = len(msg.subject) + len(reply) + len(msg.hdr) + len(msg.data)
+            while True:
+                pull = next((p for p in live.waiting if p.left > 0 and not p.closing), None)
+                if pull is None:
+                    return out
+                if pull.max_bytes and size > pull.bytes_left:
+                    pull.closing = True  # 409 Message Size Exceeds MaxBytes after its messages
+                    continue
+                break
+            live.waiting.remove(pull)  # round robin: the served request goes to the back
+            live.waiting.append(pull)
+            pull.left -= 1
+            if pull.max_bytes:
+                pull.bytes_left -= size
+                if pull.bytes_left == 0:
+                    pull.left = 0
+            plan[seq] = pull
+            out.append(seq)
+            firsts += 1 if first else 0
+        return out
 
     def _replay_due(self, live: _Live, seq: int) -> bool:
         """replay_policy original: is it time for the message at ``seq``? (Else a timer waits
@@ -509,7 +586,7 @@ class ConsumerHost:
                 self._finish_pull(live, pull)
                 self._host.router.publish(pull.reply, None, W.status(404, "No Messages"), b"")
 
-    async def _deliver(self, live: _Live, entry: DeliverEntry) -> None:
+    async def _deliver(self, live: _Live, entry: DeliverEntry, plan: dict[int, _Pull]) -> None:
         try:
             result = await self._host.propose(entry)
         except ApiError:
@@ -517,11 +594,29 @@ class ConsumerHost:
             return
         live.delivering = False
         if isinstance(result, DeliverResult) and self._leading:
-            self._send(live, result)
+            self._send(live, result, plan)
             self._arm_timer(live)
+        self._close_planned(live, plan)
         self._schedule_pump()
 
-    def _send(self, live: _Live, result: DeliverResult) -> None:
+    def _close_planned(self, live: _Live, plan: dict[int, _Pull]) -> None:
+        """Requests served to the end of their batch or bytes, or closed by a message too big
+        for them, end now that their messages went out."""
+        publish = self._host.router.publish
+        for pull in list(live.waiting):
+            if pull.closing:
+                self._finish_pull(live, pull)
+                body = W.pending_status(
+                    409, "Message Size Exceeds MaxBytes", pull.left, pull.bytes_left
+                )
+                publish(pull.reply, None, body, b"")
+            elif pull.left <= 0 and pull in plan.values():
+                self._finish_pull(live, pull)
+                if pull.max_bytes and pull.bytes_left > 0:
+                    body = W.pending_status(409, "Batch Completed", 0, pull.bytes_left)
+                    publish(pull.reply, None, body, b"")
+
+    def _send(self, live: _Live, result: DeliverResult, plan: dict[int, _Pull]) -> None:
         consumer = self._consumer(live.name)
         if consumer is None or not result.delivered:
             return
@@ -531,14 +626,17 @@ class ConsumerHost:
         name, stream_name = live.name, self._host.name
         headers_only = _extra_bool(consumer, "headers_only")
         flow_control = _extra_bool(consumer, "flow_control")
-        pending_after = consumer.num_pending(stream)
-        total = len(result.delivered)
+        # num_pending as each message leaves: what is still undelivered after it
+        pending = consumer.num_pending(stream) + sum(
+            1 for d in result.delivered if d.deliveries == 1
+        )
         push = config.deliver_subject
-        for i, delivery in enumerate(result.delivered):
+        for delivery in result.delivered:
+            if delivery.deliveries == 1:
+                pending -= 1
             msg = stream.load(delivery.stream_seq)
             if msg is None:
                 continue  # removed since: the pending entry goes with the next timeout
-            pending = pending_after + (total - i - 1) if delivery.deliveries == 1 else 0
             reply = W.ack_reply(
                 stream_name,
                 name,
@@ -560,27 +658,11 @@ class ConsumerHost:
                 if flow_control:
                     self._count_flow(live, len(msg.subject) + len(msg.hdr) + len(msg.data))
                 continue
-            pull = live.waiting[0] if live.waiting else None
-            if pull is None:
+            pull = plan.get(delivery.stream_seq)
+            if pull is None or pull not in live.waiting:
                 continue  # its request expired meanwhile: redelivered after ack_wait
-            size = len(msg.subject) + len(msg.hdr) + len(msg.data)
-            if pull.max_bytes and size > pull.bytes_left and pull.delivered == 0:
-                self._finish_pull(live, pull)
-                body = W.pending_status(
-                    409, "Message Size Exceeds MaxBytes", pull.left, pull.bytes_left
-                )
-                publish(pull.reply, None, body, b"")
-                continue
             publish(pull.reply, reply, hdr, data, shown=msg.subject)
-            pull.left -= 1
             pull.delivered += 1
-            if pull.max_bytes:
-                pull.bytes_left = max(0, pull.bytes_left - size)
-            if pull.left <= 0 or (pull.max_bytes and pull.bytes_left == 0):
-                self._finish_pull(live, pull)
-                if pull.max_bytes and pull.bytes_left > 0:
-                    body = W.pending_status(409, "Batch Completed", 0, pull.bytes_left)
-                    publish(pull.reply, None, body, b"")
         if push:
             self._arm_push_heartbeat(live)
 
@@ -687,15 +769,13 @@ class ConsumerHost:
             return
         ack_body = W.parse_ack_body(body)
         if ack_body is None:
+            if reply:  # nats-server answers even an ack it does not understand
+                self._host.router.publish(reply, None, None, ACK_REPLY_BODY)
             return
         live.last_active = time.monotonic()
         kinds = {W.ACK: AckKind.ACK, W.NEXT: AckKind.ACK, W.NAK: AckKind.NAK}
         kinds |= {W.WPI: AckKind.WPI, W.TERM: AckKind.TERM}
         kind = kinds[ack_body.kind]
-        if consumer.config.ack_policy == "none":
-            if reply:
-                self._host.router.publish(reply, None, None, ACK_REPLY_BODY)
-            return
         ack = Ack(
             parsed.consumer,
             kind,

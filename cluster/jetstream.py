@@ -49,10 +49,13 @@ class JetStream:
     # --- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
         self.authority.start()
-        # nats-server's API import answers (or ignores) every $JS.API subject except Direct Get,
-        # whose absence of responders must surface as a 503 to the client
+        # nats-server's API import answers (or ignores) every $JS.API subject except Direct Get
+        # and pull requests, whose subscriptions belong to the streams and consumers: without
+        # one the client gets a no-responders status
         self.router.subscribe_internal(
-            API_PREFIX + ">", self._on_api, exclude=API_PREFIX + "DIRECT.GET."
+            API_PREFIX + ">",
+            self._on_api,
+            exclude=(API_PREFIX + "DIRECT.GET.", API_PREFIX + "CONSUMER.MSG.NEXT."),
         )
 
     async def close(self) -> None:
@@ -66,11 +69,6 @@ class JetStream:
             return
         tokens = subject.split(".")
         if len(tokens) > 2 and tokens[2] == "CONSUMER":
-            target = self.consumers.next_target(tokens)
-            if target is not None:
-                if self.authority.answers("CONSUMER_MSG_NEXT", target[0]):
-                    self.consumers.on_next(target[0], target[1], reply, payload)
-                return
             handler = self.consumers.route(tokens)
         else:
             handler = self._route(tokens)

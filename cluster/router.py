@@ -27,8 +27,10 @@ from protocol.session import no_responders_header
 from protocol.sublist import Sublist
 
 InternalHandler = Callable[[str, str | None, bytes | None, bytes], None]
-# (subject, queue, local member count, excluded prefix): called when this node's interest changes
-InterestListener = Callable[[str, str | None, int, str | None], None]
+# subjects under these prefixes are not delivered to a subscription that excludes them
+Excluded = tuple[str, ...]
+# (subject, queue, local member count, excluded prefixes): called when this node's interest changes
+InterestListener = Callable[[str, str | None, int, Excluded | None], None]
 
 
 class RouteForwarder(Protocol):
@@ -91,7 +93,7 @@ class Subscription:
         self.max_msgs = 0
         self.delivered = 0
         # subjects under this prefix are not this subscription's, though its wildcard matches them
-        self.exclude: str | None = None
+        self.exclude: Excluded | None = None
         # set for a peer's interest: the peer's name, and its member count for a queue group
         self.route: str | None = None
         self.weight = 1
@@ -107,7 +109,7 @@ class Router:
         self.forwarder: RouteForwarder | None = None
         self.interest_listener: InterestListener | None = None
         self._local_interest: dict[tuple[str, str | None], int] = {}
-        self._local_exclude: dict[tuple[str, str | None], str] = {}
+        self._local_exclude: dict[tuple[str, str | None], Excluded] = {}
         self._remote: dict[tuple[str, str, str | None], Subscription] = {}
         # literal subjects someone waits to see interest in (a push consumer's deliver subject)
         self._watched: dict[str, list[Callable[[], None]]] = {}
@@ -157,7 +159,7 @@ class Router:
         result = self.sublist.match(subject)
         return bool(result.plain) or bool(result.queues)
 
-    def local_interest(self) -> list[tuple[str, str | None, int, str | None]]:
+    def local_interest(self) -> list[tuple[str, str | None, int, Excluded | None]]:
         """Every (subject, queue, members, excluded prefix) this node has: what a newly
         connected peer is told."""
         return [
@@ -167,7 +169,12 @@ class Router:
 
     # --- peers' interest -------------------------------------------------------------------
     def set_remote(
-        self, peer: str, subject: str, queue: str | None, weight: int, exclude: str | None = None
+        self,
+        peer: str,
+        subject: str,
+        queue: str | None,
+        weight: int,
+        exclude: Excluded | None = None,
     ) -> None:
         key = (peer, subject, queue)
         sub = self._remote.get(key)
@@ -196,7 +203,7 @@ class Router:
         subject: str,
         handler: InternalHandler,
         queue: str | None = None,
-        exclude: str | None = None,
+        exclude: Excluded | None = None,
     ) -> Subscription:
         self._internal_sid += 1
         sub = Subscription(subject, queue, f"_INT_{self._internal_sid}", handler=handler)

@@ -51,7 +51,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from cluster.raft.transport import RaftInbound
-from cluster.router import Router
+from cluster.router import Excluded, Router
 from cluster.security_config import RouteAuthConfig, TLSConfig, route_url_credentials
 from protocol.route_frames import (
     FRAME_BYTES_MAX,
@@ -243,8 +243,7 @@ class _Link(asyncio.Protocol):
             subject, reply, hdr, payload, plain, queues = body[:6]
             mgr.router.deliver_routed(subject, reply, hdr, payload, plain, queues, shown)
         elif kind == FrameKind.SUB:
-            exclude = body[3] if len(body) > 3 else None
-            mgr.router.set_remote(peer, body[0], body[1], int(body[2]), exclude)
+            mgr.router.set_remote(peer, body[0], body[1], int(body[2]), _excluded(body))
         elif kind == FrameKind.UNSUB:
             mgr.router.remove_remote(peer, body[0], body[1])
         elif kind == FrameKind.CATCHUP:
@@ -600,7 +599,7 @@ class RouteManager:
         self._out[peer] = link
         self.known_peers.add(peer)
         for subject, queue, count, exclude in self.router.local_interest():
-            link.send(FrameKind.SUB, [subject, queue, count, exclude])
+            link.send(FrameKind.SUB, [subject, queue, count, _wire_excluded(exclude)])
         log.info("route to %s is up", peer)
         if self.raft is not None:
             self.raft.on_peer_up(peer)
@@ -663,15 +662,29 @@ class RouteManager:
         self.send(peer, FrameKind.MSG, body)
 
     def _on_local_interest(
-        self, subject: str, queue: str | None, count: int, exclude: str | None
+        self, subject: str, queue: str | None, count: int, exclude: Excluded | None
     ) -> None:
         if count > 0:
             if queue is None and count > 1:
                 return  # plain interest is on or off; only the first subscriber matters
-            frame = encode_frame(FrameKind.SUB, [subject, queue, count, exclude])
+            frame = encode_frame(FrameKind.SUB, [subject, queue, count, _wire_excluded(exclude)])
         else:
             frame = encode_frame(FrameKind.UNSUB, [subject, queue])
         for link in self._out.values():
             t = link.transport
             if t is not None and not t.is_closing():
                 t.write(frame)
+
+
+def _wire_excluded(exclude: Excluded | None) -> list[str] | None:
+    return None if exclude is None else list(exclude)
+
+
+def _excluded(body: list[Any]) -> Excluded | None:
+    """A SUB frame's excluded prefixes: absent, null, or a list of strings."""
+    raw = body[3] if len(body) > 3 else None
+    if raw is None:
+        return None
+    if type(raw) is not list or not all(type(p) is str for p in raw):
+        raise FrameError("a SUB frame's excluded prefixes are a list of strings")
+    return tuple(raw)

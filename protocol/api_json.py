@@ -54,6 +54,12 @@ STREAM_PURGE_RESPONSE = _PREFIX + "stream_purge_response"
 STREAM_MSG_GET_RESPONSE = _PREFIX + "stream_msg_get_response"
 STREAM_MSG_DELETE_RESPONSE = _PREFIX + "stream_msg_delete_response"
 STREAM_LEADER_STEPDOWN_RESPONSE = _PREFIX + "stream_leader_stepdown_response"
+CONSUMER_CREATE_RESPONSE = _PREFIX + "consumer_create_response"
+CONSUMER_INFO_RESPONSE = _PREFIX + "consumer_info_response"
+CONSUMER_NAMES_RESPONSE = _PREFIX + "consumer_names_response"
+CONSUMER_LIST_RESPONSE = _PREFIX + "consumer_list_response"
+CONSUMER_DELETE_RESPONSE = _PREFIX + "consumer_delete_response"
+CONSUMER_PAUSE_RESPONSE = _PREFIX + "consumer_pause_response"
 
 NAMES_LIMIT = 1024  # JSApiNamesLimit
 LIST_LIMIT = 256  # JSApiListLimit
@@ -67,6 +73,8 @@ _ERROR_ZERO_FIELDS: dict[str, dict[str, Any]] = {
     STREAM_NAMES_RESPONSE: {"total": 0, "offset": 0, "limit": 0, "streams": None},
     STREAM_LIST_RESPONSE: {"total": 0, "offset": 0, "limit": 0, "streams": []},
     STREAM_PURGE_RESPONSE: {"purged": 0},
+    CONSUMER_NAMES_RESPONSE: {"total": 0, "offset": 0, "limit": 0, "consumers": []},
+    CONSUMER_LIST_RESPONSE: {"total": 0, "offset": 0, "limit": 0, "consumers": []},
 }
 
 

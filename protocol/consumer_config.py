@@ -12,6 +12,7 @@ Must never: perform I/O or read clocks (ephemeral names are drawn by the caller)
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -43,6 +44,7 @@ EPHEMERAL_INACTIVE_THRESHOLD_NS: Final = 5 * NS_PER_S  # JsDeleteWaitTimeDefault
 HEARTBEAT_MIN_NS: Final = 100 * NS_PER_MS
 REQUEST_EXPIRES_MIN_NS: Final = NS_PER_MS
 ACTIONS: Final = ("", "create", "update")
+_OFFSET_SUFFIX: Final = re.compile(r" at offset \d+$")
 
 # ConsumerConfig fields nats-server writes even when zero (no ``omitempty``)
 _ALWAYS: Final = frozenset({"deliver_policy", "ack_policy", "replay_policy", "num_replicas"})
@@ -328,8 +330,6 @@ def normalize(
     c = req.config.model_dump()
     c["backoff"] = list(c["backoff"] or [])
     c["filter_subjects"] = list(c["filter_subjects"] or [])
-    if not req.durable and c["name"] == "":
-        c["name"] = name
     _defaults(c, stream, req.pedantic)
     _check(c, stream)
     if not req.durable and c["inactive_threshold"] <= 0:
@@ -385,12 +385,12 @@ def update_error(old: dict[str, Any], new: dict[str, Any]) -> ApiError | None:
     for key, text in fixed:
         if old.get(key) != new.get(key):
             return ApiError(E.CONSUMER_CREATE, err=text)
-    if old["deliver_subject"] != new["deliver_subject"]:
-        if not old["deliver_subject"]:
+    if old.get("deliver_subject") != new.get("deliver_subject"):
+        if not old.get("deliver_subject"):
             return ApiError(E.CONSUMER_CREATE, err="can not update pull consumer to push based")
-        if not new["deliver_subject"]:
+        if not new.get("deliver_subject"):
             return ApiError(E.CONSUMER_CREATE, err="can not update push consumer to pull based")
-    if old["max_waiting"] != new["max_waiting"]:
+    if old.get("max_waiting") != new.get("max_waiting"):
         return ApiError(E.CONSUMER_CREATE, err="max waiting can not be updated")
     return None
 
@@ -429,7 +429,8 @@ def parse_next_request(body: bytes) -> PullRequest:
         try:
             req = decode(raw, NextRequest, strict=False)
         except GoJsonError as exc:
-            raise ValueError(str(exc)) from None
+            # Go's own text: the " at offset N" is what nats-server's API adds for 10025 only
+            raise ValueError(_OFFSET_SUFFIX.sub("", str(exc))) from None
         if req.idle_heartbeat > 0 and req.idle_heartbeat * 2 > req.expires:
             raise ValueError("heartbeat value too large")
         return PullRequest(req.batch, req.max_bytes, req.expires, req.no_wait, req.idle_heartbeat)

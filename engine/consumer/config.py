@@ -48,15 +48,14 @@ DELIVER_POLICIES: Final[tuple[DeliverPolicy, ...]] = (
 )
 REPLAY_POLICIES: Final[tuple[ReplayPolicy, ...]] = ("instant", "original")
 
-# Fields that may differ between a consumer and an update of it; nats-server refuses updates of
-# the others (checkNewConsumerConfig).
+# Fields an update may not change (nats-server checkNewConsumerConfig); a deliver subject may
+# change, but a pull consumer may not become a push consumer nor the reverse.
 UPDATE_FIXED_FIELDS: Final = (
     "deliver_policy",
     "opt_start_seq",
     "opt_start_time",
     "ack_policy",
     "replay_policy",
-    "deliver_subject",
 )
 
 _KNOWN: Final = frozenset(
@@ -299,4 +298,6 @@ def update_refusal(old: ConsumerConfig, new: ConsumerConfig) -> str | None:
     for field in UPDATE_FIXED_FIELDS:
         if getattr(old, field) != getattr(new, field):
             return f"{field.replace('_', ' ')} can not be updated"
+    if bool(old.deliver_subject) != bool(new.deliver_subject):
+        return "a pull consumer can not become push based, nor the reverse"
     return None

@@ -300,8 +300,8 @@ class Consumer:
     def apply_ack(self, ack: Ack, now_ns: int) -> AckOutcome:
         """One ack of an AckEntry (already routed to this consumer)."""
         outcome = self._apply_ack(ack, now_ns)
-        if outcome.applied:
-            self.acked_active_ns = now_ns
+        if outcome.applied and ack.kind in (AckKind.ACK, AckKind.TERM):
+            self.acked_active_ns = now_ns  # a NAK or WPI is no acknowledgement (nats-server)
         return outcome
 
     def _apply_ack(self, ack: Ack, now_ns: int) -> AckOutcome:
@@ -365,7 +365,9 @@ class Consumer:
                 released += self._drop_pending(seq, keep_count=False)
             elif 0 < max_deliver <= self.deliveries(seq):
                 exhausted.append(Exhausted(seq, self.deliveries(seq)))
-                released += self._drop_pending(seq, keep_count=True)
+                # as nats-server: out of pending, kept as redelivered, the ack floor stays
+                self.pending.pop(seq)
+                self.redelivered[seq] = self.redelivered.get(seq, 0)
         return TimeoutResult(self.name, tuple(exhausted), tuple(gone), merge_ranges(released))
 
     def apply_purge(
