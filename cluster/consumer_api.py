@@ -11,6 +11,7 @@ Must never: change consumer state other than through the stream host's proposals
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
@@ -26,7 +27,7 @@ from protocol.api_json import (
     CONSUMER_NAMES_RESPONSE,
     CONSUMER_PAUSE_RESPONSE,
 )
-from protocol.consumer_models import ConsumerNamesRequest
+from protocol.consumer_models import ConsumerNamesRequest, PauseRequest
 from protocol.errors import ApiError
 from protocol.stream_config import (
     SERVER_API_LEVEL,
@@ -35,6 +36,7 @@ from protocol.stream_config import (
     SERVER_VERSION_KEY,
     decode_strict,
 )
+from protocol.timefmt import format_rfc3339nano, parse_rfc3339
 
 NAMES_LIMIT: Final = 1024  # JSApiNamesLimit
 LIST_LIMIT: Final = 256  # JSApiListLimit
@@ -85,9 +87,7 @@ class ConsumerApi:
                     return self._info(stream, name, body)
                 if op == "DELETE":
                     return await self._delete(stream, name, body)
-                raise ApiError(
-                    E.STREAM_INVALID_CONFIG, err="consumer pause is not supported by jetraft"
-                )
+                return await self._pause(stream, name, body)
 
             types = {
                 "INFO": CONSUMER_INFO_RESPONSE,
@@ -152,6 +152,28 @@ class ConsumerApi:
         host = self.authority.writer(stream)
         await host.consumers.delete(name)
         return {"type": CONSUMER_DELETE_RESPONSE, "success": True}
+
+    async def _pause(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
+        """CONSUMER.PAUSE: an update of the consumer's ``pause_until`` (an empty body, or Go's
+        zero time, resumes it)."""
+        pause_until: str | None = None
+        if api_json.is_json_object_or_array(body):
+            pause_until = decode_strict(body, PauseRequest).pause_until
+        host = self.authority.writer(stream)
+        existing = host.consumers.config_obj(name)
+        if existing is None:
+            raise ApiError(E.CONSUMER_NOT_FOUND)
+        config = CC.with_pause(existing, pause_until)
+        await host.consumers.create(name, config, "update")
+        until_ns = parse_rfc3339(pause_until) if pause_until not in (None, CC.ZERO_TIME) else 0
+        out: dict[str, Any] = {
+            "type": CONSUMER_PAUSE_RESPONSE,
+            "paused": until_ns > time.time_ns(),
+            "pause_until": format_rfc3339nano(until_ns),
+        }
+        if out["paused"]:
+            out["pause_remaining"] = until_ns - time.time_ns()
+        return out
 
     def _page(self, body: bytes, total: int, limit: int) -> tuple[int, int]:
         offset = decode_strict(body, ConsumerNamesRequest).offset if body.strip() else 0

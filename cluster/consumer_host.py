@@ -19,6 +19,7 @@ consumer state other than by a proposal; run timers or deliver on a follower.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import time
@@ -58,7 +59,7 @@ from protocol.consumer_config import PullRequest, config_obj, parse_next_request
 from protocol.errors import ApiError
 from protocol.gojson import encode as go_json
 from protocol.headers import set_header
-from protocol.timefmt import format_go_duration, format_rfc3339nano
+from protocol.timefmt import format_go_duration, format_rfc3339nano, parse_rfc3339
 
 log = logging.getLogger("jetraft.consumer")
 
@@ -119,7 +120,8 @@ class _Live:
     # replay_policy original: the stream time of the last message sent and when it was sent
     replay_ts_ns: int = 0
     replay_sent_at: float = 0.0
-    replay_wait: asyncio.TimerHandle | None = None
+    wake: asyncio.TimerHandle | None = None  # a pump when a pause, pacing or rate wait ends
+    rate_free_at: float = 0.0  # rate_limit_bps: loop time the next push message may leave
 
 
 @dataclass(slots=True)
@@ -307,6 +309,10 @@ class ConsumerHost:
         deliver = consumer.config.deliver_subject
         if deliver and self._host.router.has_interest(deliver):
             out["push_bound"] = True
+        paused_ns = _pause_until_ns(consumer) - time.time_ns()
+        if paused_ns > 0:
+            out["paused"] = True
+            out["pause_remaining"] = paused_ns
         out["ts"] = format_rfc3339nano(time.time_ns())
         return out
 
@@ -341,7 +347,9 @@ class ConsumerHost:
             return
         live.last_active = time.monotonic()
         if req.no_wait:
-            available = consumer.num_pending(self._host.stream) + len(live.redeliver)
+            paused = _pause_until_ns(consumer) > time.time_ns()
+            available = 0 if paused else consumer.num_pending(self._host.stream)
+            available += 0 if paused else len(live.redeliver)
             if available == 0 and req.expires_ns == 0:
                 send(reply, None, W.status(404, "No Messages"), b"")
                 return
@@ -448,10 +456,10 @@ class ConsumerHost:
         for pull in list(live.waiting):
             self._finish_pull(live, pull)
             self._host.router.publish(pull.reply, None, W.status(409, reason), b"")
-        for handle in (live.timer, live.heartbeat, live.replay_wait):
+        for handle in (live.timer, live.heartbeat, live.wake):
             if handle is not None:
                 handle.cancel()
-        live.timer = live.heartbeat = live.replay_wait = None
+        live.timer = live.heartbeat = live.wake = None
         if live.watched:
             self._host.router.unwatch_interest(live.watched, self._schedule_pump)
             live.watched = ""
@@ -473,7 +481,17 @@ class ConsumerHost:
 
     def _demand(self, live: _Live, consumer: Consumer) -> int:
         config = consumer.config
+        loop = asyncio.get_running_loop()
+        paused_ns = _pause_until_ns(consumer) - time.time_ns()
+        if paused_ns > 0:
+            self._wake_at(live, loop.time() + paused_ns / NS_PER_S)
+            return 0
         if config.deliver_subject:
+            if _extra_int(consumer, "rate_limit_bps") > 0:
+                if loop.time() < live.rate_free_at:
+                    self._wake_at(live, live.rate_free_at)
+                    return 0
+                return 1  # paced message by message
             if not self._host.router.has_interest(config.deliver_subject):
                 return 0
             if _extra_bool(consumer, "flow_control") and live.fc_bytes > live.fc_window:
@@ -570,12 +588,19 @@ class ConsumerHost:
         due = live.replay_sent_at + max(0, msg.ts_ns - live.replay_ts_ns) / NS_PER_S
         if loop.time() >= due:
             return True
-        if live.replay_wait is None:
-            live.replay_wait = loop.call_at(due, self._replay_wake, live)
+        self._wake_at(live, due)
         return False
 
-    def _replay_wake(self, live: _Live) -> None:
-        live.replay_wait = None
+    def _wake_at(self, live: _Live, when: float) -> None:
+        """Pump again at loop time ``when`` (the earliest of the waits asked for)."""
+        if live.wake is not None:
+            if live.wake.when() <= when:
+                return
+            live.wake.cancel()
+        live.wake = asyncio.get_running_loop().call_at(when, self._woken, live)
+
+    def _woken(self, live: _Live) -> None:
+        live.wake = None
         self._schedule_pump()
 
     def _end_of_stream(self, live: _Live) -> None:
@@ -626,6 +651,7 @@ class ConsumerHost:
         name, stream_name = live.name, self._host.name
         headers_only = _extra_bool(consumer, "headers_only")
         flow_control = _extra_bool(consumer, "flow_control")
+        rate_bps = _extra_int(consumer, "rate_limit_bps")
         # num_pending as each message leaves: what is still undelivered after it
         pending = consumer.num_pending(stream) + sum(
             1 for d in result.delivered if d.deliveries == 1
@@ -655,8 +681,12 @@ class ConsumerHost:
                 live.replay_sent_at = asyncio.get_running_loop().time()
             if push:
                 publish(push, reply, hdr, data, shown=msg.subject)
+                size = len(msg.subject) + len(msg.hdr) + len(msg.data)
                 if flow_control:
-                    self._count_flow(live, len(msg.subject) + len(msg.hdr) + len(msg.data))
+                    self._count_flow(live, size)
+                if rate_bps > 0:
+                    now = asyncio.get_running_loop().time()
+                    live.rate_free_at = max(now, live.rate_free_at) + size * 8 / rate_bps
                 continue
             pull = plan.get(delivery.stream_seq)
             if pull is None or pull not in live.waiting:
@@ -918,6 +948,18 @@ _FC_DIGITS: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvw
 
 def config_replays_original(consumer: Consumer) -> bool:
     return consumer.config.replay_policy == "original"
+
+
+def _pause_until_ns(consumer: Consumer) -> int:
+    """The consumer's pause_until as Unix ns (0: not paused)."""
+    raw = _extra(consumer).get("pause_until")
+    if not raw:
+        return 0
+    try:
+        text = json.loads(raw)
+        return parse_rfc3339(text) if isinstance(text, str) else 0
+    except ValueError:
+        return 0
 
 
 def _sample_percent(consumer: Consumer) -> int:

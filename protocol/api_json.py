@@ -75,6 +75,7 @@ _ERROR_ZERO_FIELDS: dict[str, dict[str, Any]] = {
     STREAM_PURGE_RESPONSE: {"purged": 0},
     CONSUMER_NAMES_RESPONSE: {"total": 0, "offset": 0, "limit": 0, "consumers": []},
     CONSUMER_LIST_RESPONSE: {"total": 0, "offset": 0, "limit": 0, "consumers": []},
+    CONSUMER_PAUSE_RESPONSE: {"paused": False, "pause_until": "0001-01-01T00:00:00Z"},
 }
 
 

@@ -54,9 +54,8 @@ _UNSUPPORTED: Final = (
     ("sourcing", "sourcing"),
     ("priority_groups", "priority_groups"),
     ("priority_timeout", "priority_timeout"),
-    ("rate_limit_bps", "rate_limit_bps"),
-    ("pause_until", "pause_until"),
 )
+ZERO_TIME: Final = "0001-01-01T00:00:00Z"  # Go's zero time.Time, as a pause request may carry
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,11 +338,31 @@ def normalize(
     metadata = dict(c["metadata"] or {})
     metadata.pop(SERVER_VERSION_KEY, None)
     metadata.pop(SERVER_LEVEL_KEY, None)
-    metadata[REQUIRED_LEVEL_KEY] = "0"
+    metadata[REQUIRED_LEVEL_KEY] = str(required_level(c))
     c["metadata"] = metadata
     if name not in others and stream.retention == "workqueue":
         _check_workqueue(c, name, others)
     return c
+
+
+def required_level(c: dict[str, Any]) -> int:
+    """nats-server setStaticConsumerMetadata: 1 when a pause is set (priority groups and
+    flow-control acks, which also raise it, are refused)."""
+    paused = c.get("pause_until") not in (None, "", ZERO_TIME)
+    return 1 if paused else 0
+
+
+def with_pause(c: dict[str, Any], pause_until: str | None) -> dict[str, Any]:
+    """The config with a new pause (None or Go's zero time: none), as CONSUMER.PAUSE sets it."""
+    out = dict(c)
+    if pause_until in (None, "", ZERO_TIME):
+        out.pop("pause_until", None)
+    else:
+        out["pause_until"] = pause_until
+    metadata = dict(out.get("metadata") or {})
+    metadata[REQUIRED_LEVEL_KEY] = str(required_level(out))
+    out["metadata"] = metadata
+    return out
 
 
 def _check_workqueue(c: dict[str, Any], name: str, others: dict[str, dict[str, Any]]) -> None:

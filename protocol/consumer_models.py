@@ -132,3 +132,9 @@ class ConsumerNamesRequest(GoStruct):
     go_name: ClassVar[str] = "server.JSApiConsumersRequest"
 
     offset: Annotated[int, INT] = 0
+
+
+class PauseRequest(GoStruct):
+    go_name: ClassVar[str] = "server.JSApiConsumerPauseRequest"
+
+    pause_until: Annotated[str | None, TIME] = None

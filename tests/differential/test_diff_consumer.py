@@ -141,6 +141,8 @@ class Consumers:
         return text
 
     def _masked(self, value: Any, key: str | None = None) -> Any:
+        if key == "pause_remaining" and isinstance(value, int):
+            return "<pause-remaining>" if value > 0 else value
         if key == "last_active":
             return mask_timestamp(value)
         if isinstance(value, dict):
@@ -1456,5 +1458,39 @@ async def test_interest_retention(diff: Differ) -> None:
         await c.settle(st, "NA", 1)
         await c.pull(st, "NA", {"batch": 1, "no_wait": True}, msgs=1)
         await c.stream_state(st, 1, label="ack none still counts I1's interest")
+
+    await diff.run(scenario)
+
+
+async def test_pause_and_resume(diff: Differ) -> None:
+    """CONSUMER.PAUSE: the reply, the config's pause_until and required level, INFO's paused and
+    pause_remaining, a no_wait pull answered 404 while paused, delivery after the resume."""
+
+    async def scenario(s: Session) -> None:
+        c = Consumers(s)
+        st = await c.stream()
+        await c.fill(["a", "b"])
+        await c.create(st, "C", {"durable_name": "C", "ack_policy": "explicit"})
+        await c.api(f"CONSUMER.PAUSE.{st}.C", {"pause_until": "2100-01-01T00:00:00Z"})
+        await c.info(st, "C")
+        await c.pull(st, "C", {"batch": 1, "no_wait": True})
+        await c.api(f"CONSUMER.PAUSE.{st}.NOPE", {"pause_until": "2100-01-01T00:00:00Z"})
+        await c.api(f"CONSUMER.PAUSE.{st}.C")
+        await c.info(st, "C")
+        await c.pull(st, "C", {"batch": 1, "no_wait": True}, msgs=1)
+
+    await diff.run(scenario)
+
+
+async def test_rate_limited_push_consumer_config(diff: Differ) -> None:
+    """rate_limit_bps is a push setting: accepted and reported there, refused on pull (10086)."""
+
+    async def scenario(s: Session) -> None:
+        c = Consumers(s)
+        st = await c.stream()
+        await c.create(
+            st, "P", {"durable_name": "P", "deliver_subject": "_CDIFF.rate", "rate_limit_bps": 8000}
+        )
+        await c.create(st, "Q", {"durable_name": "Q", "rate_limit_bps": 8000})
 
     await diff.run(scenario)

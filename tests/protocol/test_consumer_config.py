@@ -193,8 +193,15 @@ def test_updates_may_change_only_what_nats_server_lets_change() -> None:
 
 
 def test_unsupported_settings_are_refused_by_name() -> None:
-    with pytest.raises(ApiError, match="rate_limit_bps"):
-        _create("$JS.API.CONSUMER.CREATE.S.c", {"deliver_subject": "in", "rate_limit_bps": 8})
+    with pytest.raises(ApiError, match="priority_timeout"):
+        _create("$JS.API.CONSUMER.CREATE.S.c", {"priority_timeout": 8})
+
+
+def test_a_pause_raises_the_required_api_level() -> None:
+    c = _create("$JS.API.CONSUMER.CREATE.S.c", {"pause_until": "2100-01-01T00:00:00Z"})
+    assert c["metadata"]["_nats.req.level"] == "1"
+    resumed = CC.with_pause(CC.config_obj(c), CC.ZERO_TIME)
+    assert "pause_until" not in resumed and resumed["metadata"]["_nats.req.level"] == "0"
 
 
 def test_a_bad_action_and_bad_json_are_invalid_json() -> None:
