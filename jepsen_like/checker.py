@@ -59,6 +59,14 @@ Anomalies (``type``), each with a ``detail``, the ``ops`` and the ``log_rows`` t
 * ``stale-read`` — a MSG.GET that began after a write to that seq (or to that subject) was
   acked, yet returned "not found" (or, by subject, an older seq) — unless the write's seq was
   removed (or, without logs, had a TTL). Direct Get is allowed to be stale (ADR-31).
+* ``consumer-lost`` — with ``consume`` ops (a durable consumer, drained at the end: the last
+  consume op brought nothing): an acked write to the consumer's stream that no consume op ever
+  delivered, and that no log row removed.
+* ``redelivered-after-ack`` — a consume op that began after another completed with a confirmed
+  ack of seq s, yet delivered s again.
+* ``consumer-order`` — first deliveries (delivery count 1) of one consumer, in consumer seq
+  order (the server's delivery order, also across concurrent pulls), whose stream seqs do not
+  increase.
 * ``cas-violation`` — a write acked with ``Nats-Expected-Last-Subject-Sequence: E`` at seq s
   while the final reads show another message on its subject between E and s (or, E = 0,
   before s; or seq E holding another subject).
@@ -74,6 +82,7 @@ or a ``skipped`` entry).
 
 from __future__ import annotations
 
+import itertools
 import json
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
@@ -85,6 +94,7 @@ from typing import Any, Final
 from jepsen_like.contract import (
     BATCH,
     CLOCK_NEMESIS,
+    CONSUME,
     EXPIRE,
     FAIL,
     HISTORY_FILE,
@@ -134,6 +144,9 @@ ANOMALY_TYPES: Final = (
     "expired-readable",
     "stale-read",
     "cas-violation",
+    "consumer-lost",
+    "redelivered-after-ack",
+    "consumer-order",
 )
 
 
@@ -1072,6 +1085,57 @@ def _stale_reads(fx: Facts) -> list[Anomaly]:
     return out
 
 
+def _consumers(fx: Facts) -> list[Anomaly]:
+    """``consumer-lost``, ``redelivered-after-ack`` and ``consumer-order``."""
+    by_consumer: dict[tuple[str, str], list[tuple[Op, Op]]] = defaultdict(list)
+    for invoke, completion in fx.pairs:
+        if invoke.get("f") != CONSUME or completion is None or completion.get("type") != OK:
+            continue
+        value = completion.get("value") or {}
+        key = (str(value.get("stream")), str(value.get("consumer")))
+        by_consumer[key].append((invoke, completion))
+    out: list[Anomaly] = []
+    for (stream, consumer), ops in sorted(by_consumer.items()):
+        ops.sort(key=lambda p: p[0]["index"])
+        confirmed: dict[int, Op] = {}  # seq -> the earliest completion confirming its ack
+        delivered_ids: set[str] = set()
+        firsts: list[tuple[int, int, Op]] = []  # (consumer seq, stream seq, op) of 1st deliveries
+        for invoke, completion in ops:
+            value = completion["value"]
+            for seq, msg_id, deliveries, cseq in value.get("msgs") or []:
+                if msg_id is not None:
+                    delivered_ids.add(str(msg_id))
+                ack = confirmed.get(seq)
+                if ack is not None and ack["index"] < invoke["index"]:
+                    detail = {"stream": stream, "consumer": consumer, "seq": seq}
+                    out.append(_anomaly("redelivered-after-ack", detail, [ack, completion]))
+                if deliveries == 1:
+                    firsts.append((cseq, seq, completion))
+            for seq in value.get("acked") or []:
+                confirmed.setdefault(seq, completion)
+        # concurrent pulls share the deliveries: their order is the consumer seq's
+        firsts.sort(key=lambda f: f[0])
+        for (_c1, seq1, op1), (_c2, seq2, op2) in itertools.pairwise(firsts):
+            if seq2 <= seq1:
+                detail = {"stream": stream, "consumer": consumer, "seq": seq2, "after": seq1}
+                out.append(_anomaly("consumer-order", detail, [op1, op2]))
+        drained = not (ops[-1][1]["value"].get("msgs") or [])
+        if not drained:
+            continue
+        for w in fx.acked():
+            if w.stream != stream or w.id in delivered_ids or fx.excused(w) is not None:
+                continue
+            detail = {
+                "stream": stream,
+                "consumer": consumer,
+                "id": w.id,
+                "seq": w.seq,
+                "why": "acked, never delivered to the consumer, and no log row removed it",
+            }
+            out.append(_anomaly("consumer-lost", detail, w.ops()))
+    return out
+
+
 def _cas(fx: Facts) -> list[Anomaly]:
     out = []
     found_in: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
@@ -1190,6 +1254,13 @@ def check_stale_reads(
     return _stale_reads(Facts(history, node_logs, run or {}))
 
 
+def check_consumers(
+    history: Sequence[Op], node_logs: Logs | None = None, run: Mapping[str, Any] | None = None
+) -> list[Anomaly]:
+    """``consumer-lost``, ``redelivered-after-ack`` and ``consumer-order``."""
+    return _consumers(Facts(history, node_logs, run or {}))
+
+
 def check_cas(
     history: Sequence[Op], node_logs: Logs | None = None, run: Mapping[str, Any] | None = None
 ) -> list[Anomaly]:
@@ -1217,6 +1288,7 @@ def check(
     anomalies += _partial_batches(fx)
     anomalies += _stale_reads(fx)
     anomalies += _cas(fx)
+    anomalies += _consumers(fx)
     if fx.has_logs:
         anomalies += _split_brain(fx)
         anomalies += _non_contiguous(fx)

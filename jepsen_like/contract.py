@@ -43,9 +43,13 @@ BATCH: Final = "batch"  # see BATCH_* below
 DIRECT_GET: Final = "direct_get"  # value {"stream", "request"}; ok adds "seq", "id" or not_found
 MSG_GET: Final = "msg_get"
 READ_ALL: Final = "read_all"  # the final read: ok {"first_seq", "last_seq", "messages", ...}
+# a pull from a durable consumer, each message then acked with a confirmed (double) ack: value
+# {"stream", "consumer"}; ok adds "msgs" [[seq, id, deliveries, consumer seq], ...] and
+# "acked" [seq, ...] (the acks the server confirmed, each before the op completed)
+CONSUME: Final = "consume"
 WRITE_FS: Final = (PUBLISH, BATCH)
 READ_FS: Final = (DIRECT_GET, MSG_GET)
-CLIENT_FS: Final = (*WRITE_FS, *READ_FS, READ_ALL)
+CLIENT_FS: Final = (*WRITE_FS, *READ_FS, READ_ALL, CONSUME)
 
 # --- a batch record ---------------------------------------------------------------------------
 # invoke {"stream", "batch", "ids", "subject", "abandon"}; ok adds {"seq", "count", "seqs"}

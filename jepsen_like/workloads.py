@@ -62,6 +62,7 @@ from nats.aio.msg import Msg
 from jepsen_like.contract import (
     ABANDONED,
     BATCH,
+    CONSUME,
     DIRECT_GET,
     FAIL,
     INFO,
@@ -351,6 +352,57 @@ class Client:
 
         return await self.op(MSG_GET, value, action)
 
+    async def consume(
+        self, stream: str, consumer: str, batch: int, expires_s: float, no_wait: bool = False
+    ) -> tuple[CompletionType, dict[str, Any]]:
+        """One pull request to a durable consumer, then a confirmed ack of every message it
+        brought (the acks stop at the first that fails: the rest stay unconfirmed)."""
+        value = {"stream": stream, "consumer": consumer}
+
+        async def action() -> dict[str, Any]:
+            msgs = await self._pull(stream, consumer, batch, expires_s, no_wait)
+            acked: list[int] = []
+            try:
+                for seq, _id, _n, _c, reply in msgs:
+                    await self.request(reply, b"+ACK")
+                    acked.append(seq)
+            except Exception:
+                pass  # unconfirmed acks: those messages may come again, which is allowed
+            rows = [[seq, msg_id, n, cseq] for seq, msg_id, n, cseq, _r in msgs]
+            return {"msgs": rows, "acked": acked}
+
+        return await self.op(CONSUME, value, action)
+
+    async def _pull(
+        self, stream: str, consumer: str, batch: int, expires_s: float, no_wait: bool
+    ) -> list[tuple[int, str | None, int, int, str]]:
+        """(seq, id, deliveries, consumer seq, ack subject) of what one pull request brought."""
+        if self.nc is None:
+            raise nats.errors.ConnectionClosedError
+        inbox = self.nc.new_inbox()
+        sub = await self.nc.subscribe(inbox)
+        out: list[tuple[int, str | None, int, int, str]] = []
+        try:
+            body = {"batch": batch, "expires": int(expires_s * 1e9), "no_wait": no_wait}
+            await self.nc.publish(
+                f"{API_PREFIX}.CONSUMER.MSG.NEXT.{stream}.{consumer}",
+                json.dumps(body).encode(),
+                reply=inbox,
+            )
+            while len(out) < batch:
+                msg = await sub.next_msg(timeout=expires_s + self.op_timeout_s)
+                status = (msg.headers or {}).get("Status")
+                if status is not None:
+                    if status in ("404", "408"):
+                        break
+                    raise ErrorReply(f"pull: {status} {(msg.headers or {}).get('Description')}")
+                tokens = msg.reply.split(".")
+                deliveries, seq, cseq = int(tokens[-5]), int(tokens[-4]), int(tokens[-3])
+                out.append((seq, payload_id(msg.data), deliveries, cseq, msg.reply))
+        finally:
+            await sub.unsubscribe()
+        return out
+
 
 # --- workloads --------------------------------------------------------------------------------
 
@@ -413,7 +465,8 @@ class Workload(ABC):
         deadline = loop.time() + timeout_s
         names = sorted(urls)
         for config in self.stream_configs(replicas):
-            await _until(deadline, partial(_create_via_any, names, urls, config), config)
+            create = partial(_api_via_any, names, urls, f"STREAM.CREATE.{config['name']}", config)
+            await _until(deadline, create, config)
             for name in names:
                 has_leader = partial(_has_leader, urls[name], config["name"], len(urls) > 1)
                 await _until(deadline, has_leader, config)
@@ -489,9 +542,10 @@ async def _until(
     raise SetupError(f"stream {config['name']}: {why}")
 
 
-async def _create_via_any(
-    names: Sequence[str], urls: Mapping[str, str], config: dict[str, Any]
+async def _api_via_any(
+    names: Sequence[str], urls: Mapping[str, str], subject: str, body: dict[str, Any]
 ) -> str | None:
+    """``$JS.API.<subject>`` through the first node that answers without an error."""
     why: str | None = "no node answered"
     for name in names:
         try:
@@ -500,15 +554,15 @@ async def _create_via_any(
             why = f"{name}: {_describe(exc)}"
             continue
         try:
-            created = await _api(nc, f"STREAM.CREATE.{config['name']}", config)
+            answer = await _api(nc, subject, body)
         except Exception as exc:
             why = f"{name}: {_describe(exc)}"
             continue
         finally:
             await nc.close()
-        if "error" not in created:
+        if "error" not in answer:
             return None
-        why = f"{name}: {created['error']}"
+        why = f"{name}: {answer['error']}"
     return why
 
 
@@ -600,6 +654,13 @@ QUEUE_STREAM: Final = "JQUEUE"
 BATCH_STREAM: Final = "JBATCH"
 TTL_STREAM: Final = "JTTL"
 KV_STREAM: Final = "JKV"
+CONSUMER_STREAM: Final = "JCONS"
+CONSUMER_NAME: Final = "C"
+CONSUMER_ACK_WAIT_NS: Final = 2_000_000_000
+CONSUME_BATCH: Final = 5
+CONSUME_EXPIRES_S: Final = 0.5
+DRAIN_TIMEOUT_S: Final = 30.0
+DRAIN_EMPTY_PULLS: Final = 3  # empty pulls in a row, past ack_wait, that end a drain
 
 MAX_BATCH_MSGS: Final = 8
 ABANDON_PROBABILITY: Final = 0.03  # few enough that abandoned batches (held by the server
@@ -780,6 +841,73 @@ class KvWorkload(_OneStream):
             await client.msg_get(stream, {"seq": client.recent(stream, pick)})
 
 
+class ConsumerWorkload(_OneStream):
+    """Publishes next to pulls from one durable consumer with explicit, confirmed acks; the
+    final reads also drain the consumer, so every acked publish must have been delivered."""
+
+    name = "consumer"
+    id_prefix = "c"
+    base_stream = CONSUMER_STREAM
+    base_root = "jc"
+
+    def stream_configs(self, replicas: int) -> list[dict[str, Any]]:
+        return [self.config(replicas)]
+
+    async def setup(self, urls: Mapping[str, str], timeout_s: float = SETUP_TIMEOUT_S) -> None:
+        await super().setup(urls, timeout_s)
+        body = {
+            "stream_name": self.stream,
+            "config": {
+                "durable_name": CONSUMER_NAME,
+                "ack_policy": "explicit",
+                "ack_wait": CONSUMER_ACK_WAIT_NS,
+            },
+        }
+        names = sorted(urls)
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        create = partial(
+            _api_via_any, names, urls, f"CONSUMER.CREATE.{self.stream}.{CONSUMER_NAME}", body
+        )
+        await _until(deadline, create, {"name": f"{self.stream} consumer"})
+
+    async def step(self, client: Client) -> None:
+        if client.rng.random() < 0.5:
+            await client.publish(
+                self.stream, f"{self.root}.p{client.process}", client.next_id(self.id_prefix)
+            )
+        else:
+            await client.consume(self.stream, CONSUMER_NAME, CONSUME_BATCH, CONSUME_EXPIRES_S)
+
+    async def final_reads(self, urls: Mapping[str, str], history: History) -> None:
+        await super().final_reads(urls, history)
+        await self.drain(urls, history)
+
+    async def drain(self, urls: Mapping[str, str], history: History) -> None:
+        """Pull until the consumer has nothing left: several empty pulls in a row, the last
+        ones after an ack wait (so unacked messages had their chance to come back)."""
+        name = sorted(urls)[0]
+        client = Client(FINAL_PROCESS_BASE + len(urls), name, urls[name], history, random.Random(0))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DRAIN_TIMEOUT_S
+        empty_since: float | None = None
+        try:
+            while loop.time() < deadline:
+                if not await client.ensure_connected():
+                    await asyncio.sleep(RECONNECT_WAIT_S)
+                    continue
+                kind, out = await client.consume(
+                    self.stream, CONSUMER_NAME, 10 * CONSUME_BATCH, CONSUME_EXPIRES_S
+                )
+                if kind == OK and not out["msgs"]:
+                    empty_since = empty_since or loop.time()
+                    if loop.time() - empty_since > CONSUMER_ACK_WAIT_NS / 1e9:
+                        return
+                else:
+                    empty_since = None
+        finally:
+            await client.close()
+
+
 class MixWorkload(Workload):
     """Every step is a step of one of the other workloads, chosen by the process's rng."""
 
@@ -809,7 +937,15 @@ class MixWorkload(Workload):
 
 
 WORKLOADS: Final[dict[str, type[Workload]]] = {
-    cls.name: cls for cls in (QueueWorkload, BatchWorkload, TtlWorkload, KvWorkload, MixWorkload)
+    cls.name: cls
+    for cls in (
+        QueueWorkload,
+        BatchWorkload,
+        TtlWorkload,
+        KvWorkload,
+        ConsumerWorkload,
+        MixWorkload,
+    )
 }
 
 

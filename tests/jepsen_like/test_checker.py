@@ -970,3 +970,83 @@ def test_the_contract_and_its_package_import_nothing() -> None:
             elif isinstance(node, ast.ImportFrom):
                 imported.add("." * node.level + (node.module or ""))
         assert imported <= {"__future__", "typing"}, path.name
+
+
+# --- consumers ----------------------------------------------------------------------------------
+
+
+def _consume(
+    sc: Scenario, p: int, msgs: list[tuple[int, str, int, int]], acked: list[int] | None = None
+) -> None:
+    value = {"stream": "C", "consumer": "D"}
+    sc.op(p, "invoke", "consume", value)
+    done = {**value, "msgs": [list(m) for m in msgs], "acked": [m[0] for m in msgs]}
+    if acked is not None:
+        done["acked"] = acked
+    sc.op(p, "ok", "consume", done)
+
+
+def consumed() -> Scenario:
+    """Three acked publishes, each delivered once and acked, then an empty drain."""
+    sc = Scenario()
+    for i in (1, 2, 3):
+        sc.publish(0, "C", f"c{i}", "c.x", seq=i)
+    _consume(sc, 1, [(1, "c1", 1, 1), (2, "c2", 1, 2)])
+    _consume(sc, 2, [(3, "c3", 1, 3)])
+    _consume(sc, FINAL_PROCESS_BASE, [])
+    return sc
+
+
+def test_a_clean_consumer_run_is_valid() -> None:
+    verdict = verdict_of(consumed())
+    assert verdict["anomalies"] == [] and verdict["valid"] is True
+    assert {"consumer-lost", "redelivered-after-ack", "consumer-order"} <= set(verdict["checks"])
+
+
+def test_an_acked_publish_the_drained_consumer_never_delivered_is_consumer_lost() -> None:
+    sc = Scenario()
+    for i in (1, 2, 3):
+        sc.publish(0, "C", f"c{i}", "c.x", seq=i)
+    _consume(sc, 1, [(1, "c1", 1, 1), (3, "c3", 1, 2)])
+    _consume(sc, FINAL_PROCESS_BASE, [])
+    (found,) = only(checker.check(*sc.build()), "consumer-lost")
+    assert found["detail"]["id"] == "c2"
+    # not drained (the last pull still brought something): not judged
+    sc2 = Scenario()
+    sc2.publish(0, "C", "c1", "c.x", seq=1)
+    sc2.publish(0, "C", "c2", "c.x", seq=2)
+    _consume(sc2, 1, [(1, "c1", 1, 1)])
+    assert checker.check_consumers(sc2.build()[0]) == []
+
+
+def test_a_redelivery_after_a_confirmed_ack_is_caught_but_not_after_an_unconfirmed_one() -> None:
+    sc = consumed()
+    _consume(sc, 1, [(2, "c2", 2, 4)])  # seq 2's ack was confirmed earlier
+    _consume(sc, FINAL_PROCESS_BASE, [])
+    (found,) = only(checker.check(*sc.build()), "redelivered-after-ack")
+    assert found["detail"]["seq"] == 2
+    sc2 = Scenario()
+    sc2.publish(0, "C", "c1", "c.x", seq=1)
+    _consume(sc2, 1, [(1, "c1", 1, 1)], acked=[])  # the ack was never confirmed
+    _consume(sc2, 1, [(1, "c1", 2, 2)])
+    _consume(sc2, FINAL_PROCESS_BASE, [])
+    assert checker.check_consumers(sc2.build()[0]) == []
+
+
+def test_first_deliveries_out_of_stream_order_are_caught() -> None:
+    sc = Scenario()
+    for i in (1, 2):
+        sc.publish(0, "C", f"c{i}", "c.x", seq=i)
+    _consume(sc, 1, [(2, "c2", 1, 1)])
+    _consume(sc, 2, [(1, "c1", 1, 2)])
+    _consume(sc, FINAL_PROCESS_BASE, [])
+    (found,) = only(checker.check(*sc.build()), "consumer-order")
+    assert found["detail"] == {"stream": "C", "consumer": "D", "seq": 1, "after": 2}
+    # concurrent pulls: history order differs from the delivery order, which is what counts
+    sc2 = Scenario()
+    for i in (1, 2, 3):
+        sc2.publish(0, "C", f"c{i}", "c.x", seq=i)
+    _consume(sc2, 2, [(2, "c2", 1, 2)])
+    _consume(sc2, 1, [(1, "c1", 1, 1), (3, "c3", 1, 3)])
+    _consume(sc2, FINAL_PROCESS_BASE, [])
+    assert checker.check_consumers(sc2.build()[0]) == []

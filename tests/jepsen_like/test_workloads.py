@@ -323,7 +323,7 @@ async def test_a_final_read_whose_node_dies_ends_promptly_with_unknown_seqs(
 
 
 def test_workload_names_and_tags() -> None:
-    assert sorted(workloads.WORKLOADS) == ["batch", "kv", "mix", "queue", "ttl"]
+    assert sorted(workloads.WORKLOADS) == ["batch", "consumer", "kv", "mix", "queue", "ttl"]
     assert make_workload("mix", tag="T1").streams == ("JQUEUET1", "JBATCHT1", "JTTLT1", "JKVT1")
     config = make_workload("ttl", tag="x").stream_configs(3)[0]
     assert config["subjects"] == ["jtx.>"]
@@ -368,6 +368,8 @@ def well_formed(history: list[dict[str, Any]]) -> None:
         elif done["f"] in ("direct_get", "msg_get"):
             assert value["request"] == invoke["value"]["request"]
             assert value.get("not_found") or isinstance(value["seq"], int)
+        elif done["f"] == "consume":
+            assert set(value["acked"]) <= {m[0] for m in value["msgs"]}
 
 
 async def run_workload(
@@ -397,7 +399,7 @@ async def test_each_workload_against_a_jetraft_cluster_passes_the_checker(
     well_formed(history)
     ok = [op for op in history if op["type"] == "ok" and op["f"] != "read_all"]
     assert len(ok) >= MIN_OK_OPS, history[-5:]
-    processes = {op["process"] for op in history if op["f"] != "read_all"}
+    processes = {op["process"] for op in history if op["process"] < workloads.FINAL_PROCESS_BASE}
     assert processes == set(range(RUN_PROCESSES))
     assert {op["node"] for op in history} == set(cluster.names)  # one process per node
     read_alls = [op for op in history if op["f"] == "read_all" and op["type"] == "ok"]
