@@ -1,5 +1,6 @@
-"""nats.js 3.x (``@nats-io/transport-node`` + ``@nats-io/jetstream``) against nats-server and
-jetraft: ``smoke.mjs`` creates a stream, publishes, and reads back with MSG.GET and Direct Get.
+"""nats.js 3.x (``@nats-io/transport-node``, ``/jetstream``, ``/kv``, ``/obj``) against nats-server
+and jetraft: ``smoke.mjs`` creates a stream, publishes, and reads back with MSG.GET and Direct
+Get; ``consumers.mjs`` reads with consumers; ``kv_obj.mjs`` uses a bucket and an object store.
 
 Skipped unless ``node`` is on PATH and ``npm ci --prefix tests/js`` has installed the pinned
 packages into ``tests/js/node_modules``.
@@ -133,3 +134,36 @@ def test_nats_js_consumers(node: str, server: ServerProc) -> None:
     assert info["delivered"] == 10 and info["num_pending"] == 0
     assert info["ack_floor"] == (10 if fetched[0] == 7 else 6)
     assert info["num_ack_pending"] == fetched[0] - 7
+
+
+KV_OBJ_SCRIPT = JS_DIR / "kv_obj.mjs"
+
+
+def test_nats_js_key_value_and_object_store(node: str, server: ServerProc) -> None:
+    """@nats-io/kv keys/history/watch/purgeDeletes and @nats-io/obj put/get/list/info/delete."""
+    done = subprocess.run(
+        [node, str(KV_OBJ_SCRIPT), server.url],
+        capture_output=True,
+        text=True,
+        timeout=NODE_RUN_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    kv = out["kv"]
+    assert kv["keys"] == ["a"]  # b was deleted
+    assert [(e["value"], e["revision"]) for e in kv["history"]] == [("1", 1), ("3", 3)]
+    assert [(e["key"], e["operation"], e["revision"]) for e in kv["watched"]] == [
+        ("a", "PUT", 3),
+        ("b", "DEL", 4),
+        ("c", "PUT", 5),
+        ("c", "DEL", 6),
+    ]
+    assert kv["purged"] == 4 and kv["a"] == "3"
+    assert out["obj"] == {
+        "same": True,
+        "listed": ["blob"],
+        "size": 300_000,
+        "chunks": 3,
+        "deleted": True,
+    }
