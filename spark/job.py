@@ -3,10 +3,11 @@
 Stages, each announced on one progress line with its row counts and elapsed time: **loading**
 (``spark/load.py``), **agreement** (replay and cross-node digests, ``spark/agreement.py``),
 **writes** (lost / phantom writes, batches, TTL, ``spark/writes.py``), **staleness**
-(read-after-write divergence, ``spark/staleness.py``), **report** (``spark/report.py``). The
-results dict has one section per stage (``agreement``, ``writes``, ``staleness``) plus ``runs``,
-``input`` (row counts, dropped torn lines), ``spark`` (master, version), ``timings_s`` and
-``verdict`` (``findings`` per check; 0 everywhere on a correct run).
+(read-after-write divergence, ``spark/staleness.py``), **consumers** (per-consumer deliveries,
+redeliveries and delivery lag, ``spark/consumers.py``), **report** (``spark/report.py``). The
+results dict has one section per stage (``agreement``, ``writes``, ``staleness``,
+``consumers``) plus ``runs``, ``input`` (row counts, dropped torn lines), ``spark`` (master,
+version), ``timings_s`` and ``verdict`` (``findings`` per check; 0 everywhere on a correct run).
 
 Exit codes, as ``jetraft chaos``: 0 no finding, 1 findings, 2 the analysis could not run (bad
 input: the message names the file and line).
@@ -104,6 +105,7 @@ def analyze(
     Raises ``spark.load.LoadError`` for bad input."""
     from spark import report, staleness
     from spark.agreement import analyze_agreement
+    from spark.consumers import analyze_consumers
     from spark.load import load_runs
     from spark.writes import analyze_writes
 
@@ -155,6 +157,14 @@ def analyze(
             f"{mg.get('stale', 0)}/{mg.get('reads', 0)}",
         )
 
+        progress.begin("consumers")
+        consumers, consumer_frames = analyze_consumers(loaded.history)
+        redelivered = sum(c["redeliveries"] for c in consumers["by_consumer"])
+        progress.end(
+            "consumers",
+            f"{consumers['count']} consumer(s), {redelivered} redeliveries",
+        )
+
         results: dict[str, Any] = {
             "runs": [r.asDict() for r in loaded.meta.orderBy("run").collect()],
             "input": {"rows": rows, "dropped_lines": loaded.dropped},
@@ -163,9 +173,15 @@ def analyze(
             "agreement": agreement,
             "writes": writes,
             "staleness": stale,
+            "consumers": consumers,
             "timings_s": progress.timings,
         }
-        frames: dict[str, Any] = {**agreement_frames, **writes_frames, **stale_frames}
+        frames: dict[str, Any] = {
+            **agreement_frames,
+            **writes_frames,
+            **stale_frames,
+            **consumer_frames,
+        }
 
         progress.begin("report")
         json_path, html_path = report.write_report(out_dir, results, frames)
