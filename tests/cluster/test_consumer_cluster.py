@@ -20,7 +20,7 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from tests.integration.clients import connect
+from tests.integration.clients import connect, drain_acking
 from tests.servers import JetraftCluster
 
 pytestmark = pytest.mark.integration
@@ -130,19 +130,13 @@ async def test_consumer_state_survives_a_leader_kill(fresh_jetraft_cluster: Jetr
 
         js = nc.jetstream(timeout=REQUEST_TIMEOUT_S)
         psub = await js.pull_subscribe_bind("work", STREAM)
-        seen: dict[int, int] = {}
-        deadline = time.monotonic() + DRAIN_TIMEOUT_S
-        while len(seen) < MSGS - ACKED_FIRST:
-            assert time.monotonic() < deadline, f"only {sorted(seen)} delivered after failover"
-            try:
-                msgs = await psub.fetch(MSGS, timeout=FETCH_TIMEOUT_S)
-            except nats.errors.TimeoutError:
-                continue
-            for msg in msgs:
-                seq = msg.metadata.sequence.stream
-                assert seq > ACKED_FIRST, f"seq {seq} was acked (ack_sync) and came back"
-                seen[seq] = msg.metadata.num_delivered
-                await msg.ack_sync()
+        seen = await drain_acking(
+            psub,
+            MSGS - ACKED_FIRST,
+            confirmed_through=ACKED_FIRST,
+            fetch_timeout_s=FETCH_TIMEOUT_S,
+            deadline_s=DRAIN_TIMEOUT_S,
+        )
         assert sorted(seen) == list(range(ACKED_FIRST + 1, MSGS + 1))
         # the five delivered before the kill and never acked came back as redeliveries
         assert all(seen[s] >= 2 for s in range(ACKED_FIRST + 1, FIRST_FETCH + 1)), seen

@@ -10,14 +10,12 @@ jetraft only: nats-server writes consumer state lazily and makes no such promise
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-import nats.errors
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from tests.integration.clients import connect
+from tests.integration.clients import connect, drain_acking
 from tests.servers import start_jetraft
 
 pytestmark = pytest.mark.integration
@@ -62,19 +60,13 @@ async def test_consumer_state_survives_sigkill(tmp_path: Path) -> None:
         assert after.num_pending == MSGS - FETCHED
 
         psub = await js.pull_subscribe_bind("d", STREAM)
-        seen: dict[int, int] = {}
-        deadline = time.monotonic() + DRAIN_TIMEOUT_S
-        while len(seen) < MSGS - ACKED:
-            assert time.monotonic() < deadline, f"only {sorted(seen)} came after the restart"
-            try:
-                batch = await psub.fetch(MSGS, timeout=ACK_WAIT_S)
-            except nats.errors.TimeoutError:
-                continue
-            for msg in batch:
-                seq = msg.metadata.sequence.stream
-                assert seq > ACKED, f"seq {seq} was confirmed acked before the kill"
-                seen[seq] = msg.metadata.num_delivered
-                await msg.ack_sync()
+        seen = await drain_acking(
+            psub,
+            MSGS - ACKED,
+            confirmed_through=ACKED,
+            fetch_timeout_s=ACK_WAIT_S,
+            deadline_s=DRAIN_TIMEOUT_S,
+        )
         assert sorted(seen) == list(range(ACKED + 1, MSGS + 1))
         assert all(seen[s] == 2 for s in range(ACKED + 1, FETCHED + 1)), seen
         assert all(seen[s] == 1 for s in range(FETCHED + 1, MSGS + 1)), seen

@@ -51,9 +51,10 @@ def server(node: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterato
         proc.stop()
 
 
-def _run_smoke(node: str, url: str) -> dict[str, Any]:
+def _run_script(node: str, url: str, script: Path = SCRIPT) -> dict[str, Any]:
+    """Run one of the scripts against ``url``; its JSON output."""
     done = subprocess.run(
-        [node, str(SCRIPT), url],
+        [node, str(script), url],
         capture_output=True,
         text=True,
         timeout=NODE_RUN_TIMEOUT_S,
@@ -70,7 +71,7 @@ def _std_headers(msg: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def test_nats_js_stream_publish_and_get(node: str, server: ServerProc) -> None:
-    out = _run_smoke(node, server.url)
+    out = _run_script(node, server.url)
 
     assert out["created"] == {"name": "JSSMOKE", "allow_direct": True, "storage": "file"}
     assert out["acks"] == [
@@ -113,15 +114,7 @@ CONSUMERS_SCRIPT = JS_DIR / "consumers.mjs"
 
 def test_nats_js_consumers(node: str, server: ServerProc) -> None:
     """consume(), fetch() with ackAck, and an ordered consumer, as nats.js drives them."""
-    done = subprocess.run(
-        [node, str(CONSUMERS_SCRIPT), server.url],
-        capture_output=True,
-        text=True,
-        timeout=NODE_RUN_TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout)
+    out = _run_script(node, server.url, CONSUMERS_SCRIPT)
     assert [(m["seq"], m["data"]) for m in out["consumed"]] == [
         (s, f"m{s - 1}") for s in range(1, 7)
     ]
@@ -141,15 +134,7 @@ KV_OBJ_SCRIPT = JS_DIR / "kv_obj.mjs"
 
 def test_nats_js_key_value_and_object_store(node: str, server: ServerProc) -> None:
     """@nats-io/kv keys/history/watch/purgeDeletes and @nats-io/obj put/get/list/info/delete."""
-    done = subprocess.run(
-        [node, str(KV_OBJ_SCRIPT), server.url],
-        capture_output=True,
-        text=True,
-        timeout=NODE_RUN_TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout)
+    out = _run_script(node, server.url, KV_OBJ_SCRIPT)
     kv = out["kv"]
     assert kv["keys"] == ["a"]  # b was deleted
     assert [(e["value"], e["revision"]) for e in kv["history"]] == [("1", 1), ("3", 3)]
