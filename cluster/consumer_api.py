@@ -117,7 +117,7 @@ class ConsumerApi:
                 raise error
             old_deliver = existing.get("deliver_subject", "")
             if old_deliver and old_deliver != config.get("deliver_subject"):
-                if host.router.has_interest(old_deliver):
+                if host.router.has_literal_interest(old_deliver):
                     raise ApiError(E.CONSUMER_NAME_EXIST)
         elif req.action == "update":
             raise ApiError(E.CONSUMER_DOES_NOT_EXIST)

@@ -225,7 +225,7 @@ class ConsumerHost:
                 continue
             threshold_ns = _extra_int(consumer, "inactive_threshold")
             deliver = consumer.config.deliver_subject
-            if deliver and self._host.router.has_interest(deliver):
+            if deliver and self._host.router.has_literal_interest(deliver):
                 live.last_active = now
             elif live.waiting:
                 live.last_active = now
@@ -307,7 +307,7 @@ class ConsumerHost:
         if cluster is not None:
             out["cluster"] = cluster
         deliver = consumer.config.deliver_subject
-        if deliver and self._host.router.has_interest(deliver):
+        if deliver and self._host.router.has_literal_interest(deliver):
             out["push_bound"] = True
         paused_ns = _pause_until_ns(consumer) - time.time_ns()
         if paused_ns > 0:
@@ -492,7 +492,7 @@ class ConsumerHost:
                     self._wake_at(live, live.rate_free_at)
                     return 0
                 return 1  # paced message by message
-            if not self._host.router.has_interest(config.deliver_subject):
+            if not self._host.router.has_literal_interest(config.deliver_subject):
                 return 0
             if _extra_bool(consumer, "flow_control") and live.fc_bytes > live.fc_window:
                 return 0  # stalled until the client answers the flow control request
@@ -741,7 +741,7 @@ class ConsumerHost:
         if consumer is None or not self._leading:
             return
         deliver = consumer.config.deliver_subject
-        if self._host.router.has_interest(deliver):
+        if self._host.router.has_literal_interest(deliver):
             hb = W.heartbeat(
                 consumer.delivered.consumer_seq, consumer.delivered.stream_seq, live.fc_id
             )

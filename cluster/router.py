@@ -154,10 +154,13 @@ class Router:
         if self.interest_listener is not None:
             self.interest_listener(sub.subject, sub.queue, count, self._local_exclude.get(key))
 
-    def has_interest(self, subject: str) -> bool:
-        """Would a message on ``subject`` reach anyone (here or behind a route)?"""
+    def has_literal_interest(self, subject: str) -> bool:
+        """Is anyone (here or behind a route) subscribed to exactly ``subject``? A push consumer
+        delivers only then: nats-server does not count a wildcard subscription."""
         result = self.sublist.match(subject)
-        return bool(result.plain) or bool(result.queues)
+        if any(sub.subject == subject for sub in result.plain):
+            return True
+        return any(m.subject == subject for members in result.queues.values() for m in members)
 
     def local_interest(self) -> list[tuple[str, str | None, int, Excluded | None]]:
         """Every (subject, queue, members, excluded prefix) this node has: what a newly

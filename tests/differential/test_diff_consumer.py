@@ -33,6 +33,7 @@ from tests.differential.diff_harness import (
     CandidateUnresponsive,
     Differ,
     Reply,
+    Scenario,
     Session,
     encode_body,
 )
@@ -114,6 +115,22 @@ def rfc3339_to_ns(value: str) -> int:
     main, _, frac = value.rstrip("Z").partition(".")
     secs = calendar.timegm(time.strptime(main, "%Y-%m-%dT%H:%M:%S"))
     return secs * SEC + int((frac + "000000000")[:9])
+
+
+def cleaned(scenario: Scenario) -> Scenario:
+    """The scenario, then its streams deleted (not recorded): consumers left on the shared
+    servers would keep sending (heartbeats, inactivity advisories) into later scenarios."""
+
+    async def run(s: Session) -> None:
+        try:
+            await scenario(s)
+        finally:
+            names = await s.api("STREAM.NAMES", record=False)
+            for name in names.get("streams") or []:
+                if isinstance(name, str) and name.startswith(s.uid):
+                    await s.api(f"STREAM.DELETE.{name}", record=False)
+
+    return run
 
 
 class Consumers:
@@ -542,7 +559,7 @@ async def test_create_pull_durable_defaults_and_idempotence(diff: Differ) -> Non
         await c.create(st, "DS", {"durable_name": "DS", "description": "x", "metadata": {"k": "v"}})
         await c.wait_info(f"STREAM.INFO.{st}", lambda r: True, state_only=True)
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_create_nats_py_request_bodies(diff: Differ) -> None:
@@ -570,7 +587,7 @@ async def test_create_nats_py_request_bodies(diff: Differ) -> None:
         await c.create(kv, None, {**watch, "deliver_subject": f"{INBOX}.kvw"})
         await c.read(sid, msgs=2, label="kv watch (headers only) deliveries")
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_create_with_filter_token(diff: Differ) -> None:
@@ -596,7 +613,7 @@ async def test_create_with_filter_token(diff: Differ) -> None:
         await c.create(st, "F12", {"name": "F12", "filter_subject": ""})
         await c.create(st, "F13", {"name": "F13", "filter_subjects": []})
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_create_errors(diff: Differ) -> None:
@@ -665,7 +682,7 @@ async def test_create_errors(diff: Differ) -> None:
         await c.create(st, "AA", {"durable_name": "AA"}, action="bogus")
         await c.api(f"CONSUMER.NAMES.{st}")
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_info_delete_names_list(diff: Differ) -> None:
@@ -699,7 +716,7 @@ async def test_info_delete_names_list(diff: Differ) -> None:
         await c.info(st, "A1")
         await c.api(f"CONSUMER.NAMES.{st}")
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_names_and_list_when_empty(diff: Differ) -> None:
@@ -709,7 +726,7 @@ async def test_names_and_list_when_empty(diff: Differ) -> None:
         await c.api(f"CONSUMER.NAMES.{st}")
         await c.api(f"CONSUMER.LIST.{st}")
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_no_reply_consumer_subjects(diff: Differ) -> None:
@@ -743,7 +760,7 @@ async def test_no_reply_consumer_subjects(diff: Differ) -> None:
         for endpoint, reply in zip(endpoints, replies, strict=True):
             c.record_reply(f"$JS.API.{endpoint}", reply)
 
-    transcript = await diff.run(scenario)
+    transcript = await diff.run(cleaned(scenario))
     assert all(step.key == TIMEOUT for step in transcript), [s.shown for s in transcript]
 
 
@@ -765,7 +782,7 @@ async def test_ephemeral_pull_consumer(diff: Differ) -> None:
         await c.api(f"CONSUMER.DELETE.{st}.{r1.get('name')}")
         await c.info(st, str(r1.get("name")))
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_update_allowed_fields(diff: Differ) -> None:
@@ -800,7 +817,7 @@ async def test_update_allowed_fields(diff: Differ) -> None:
         await c.create(st, "UP", {**base, "description": "plain create updates"})
         await c.info(st, "UP")
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_update_fixed_fields(diff: Differ) -> None:
@@ -834,7 +851,7 @@ async def test_update_fixed_fields(diff: Differ) -> None:
         await c.create(st, "SQ", {**seq, "opt_start_seq": 3})
         await c.info(st, "UP")
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 # =============================================================================================
@@ -862,7 +879,7 @@ async def test_pull_batches_and_ack_reply_subjects(diff: Differ) -> None:
         await c.pull(st, "C", {"batch": 1, "no_wait": True})
         await c.info(st, "C")
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_pull_expires_and_no_wait_forms(diff: Differ) -> None:
@@ -887,7 +904,7 @@ async def test_pull_expires_and_no_wait_forms(diff: Differ) -> None:
         await c.pull(st, "C", {"batch": 2, "expires": -1, "no_wait": True}, wait_s=3)
         await c.info(st, "C")
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_pull_waiting_request_gets_later_message(diff: Differ) -> None:
@@ -907,7 +924,7 @@ async def test_pull_waiting_request_gets_later_message(diff: Differ) -> None:
         await c.read(sid, wait_s=4, label="then expires")
         await c.consumer_state(st, "C", lambda i: i.get("num_waiting") == 0)
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_pull_plain_number_and_empty_bodies(diff: Differ) -> None:
@@ -932,7 +949,7 @@ async def test_pull_plain_number_and_empty_bodies(diff: Differ) -> None:
         await c.read(sid_empty, msgs=1, label="empty-body request served")
         await c.consumer_state(st, "C", lambda i: i.get("num_waiting") == 0)
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_pull_request_limits(diff: Differ) -> None:
@@ -963,7 +980,7 @@ async def test_pull_request_limits(diff: Differ) -> None:
         await c.pull(st, "BR", {"batch": 1, "no_wait": True, "foo": 1}, msgs=1)
         await c.info(st, "MB")
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_pull_max_bytes_ends_batch(diff: Differ) -> None:
@@ -983,7 +1000,7 @@ async def test_pull_max_bytes_ends_batch(diff: Differ) -> None:
         )
         await c.pull(st, "C", {"batch": 5, "max_bytes": 2 * size, "no_wait": True})
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_pull_max_waiting_exceeded(diff: Differ) -> None:
@@ -1002,7 +1019,7 @@ async def test_pull_max_waiting_exceeded(diff: Differ) -> None:
         await c.pull(st, "MW", {"batch": 1, "no_wait": True})
         await c.read(sid, wait_s=4, label="first request expires")
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_pull_idle_heartbeat(diff: Differ) -> None:
@@ -1018,7 +1035,7 @@ async def test_pull_idle_heartbeat(diff: Differ) -> None:
         body = {"batch": 3, "expires": 1200 * MS, "idle_heartbeat": 500 * MS}
         await c.pull(st, "HB", body, wait_s=4, collapse=True)
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_pull_consumer_or_stream_deleted_409(diff: Differ) -> None:
@@ -1039,7 +1056,7 @@ async def test_pull_consumer_or_stream_deleted_409(diff: Differ) -> None:
         await c.api(f"STREAM.DELETE.{st}")
         await c.read(sid2, label="pending request, stream deleted")
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_pull_wrong_targets(diff: Differ) -> None:
@@ -1054,7 +1071,7 @@ async def test_pull_wrong_targets(diff: Differ) -> None:
         await c.pull(st, "NOPE", {"batch": 1, "no_wait": True})
         await c.pull(s.stream("NOPE"), "NOPE", {"batch": 1, "no_wait": True})
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 # =============================================================================================
@@ -1089,7 +1106,7 @@ async def test_ack_kinds_and_info(diff: Differ) -> None:
         await c.ack(got[0], b"bogus")
         await c.info(st, "C")
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_ack_without_reply_subject(diff: Differ) -> None:
@@ -1110,7 +1127,7 @@ async def test_ack_without_reply_subject(diff: Differ) -> None:
         await c.pull(st, "C", {"batch": 1, "expires": 3 * SEC}, msgs=1, wait_s=4)
         await c.pull(st, "C", {"batch": 3, "no_wait": True})
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_ack_wait_redelivery(diff: Differ) -> None:
@@ -1133,7 +1150,7 @@ async def test_ack_wait_redelivery(diff: Differ) -> None:
         await c.ack(again[0])
         await c.info(st, "C")
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_max_deliver_and_nak_delay(diff: Differ) -> None:
@@ -1154,7 +1171,7 @@ async def test_max_deliver_and_nak_delay(diff: Differ) -> None:
         await c.pull(st, "C", {"batch": 1, "expires": 3 * SEC}, msgs=1, wait_s=4)
         await c.info(st, "C")
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_ack_next(diff: Differ) -> None:
@@ -1170,7 +1187,7 @@ async def test_ack_next(diff: Differ) -> None:
         await c.ack(two[0], b'+NXT {"batch":2}', msgs=2)
         await c.info(st, "C")
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_ack_policies(diff: Differ) -> None:
@@ -1191,7 +1208,7 @@ async def test_ack_policies(diff: Differ) -> None:
             await c.ack(got[3])
             await c.info(st, name)
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_ack_reply_ts_is_message_time(diff: Differ) -> None:
@@ -1203,7 +1220,7 @@ async def test_ack_reply_ts_is_message_time(diff: Differ) -> None:
         for f in data_frames(await c.pull(st, "C", {"batch": 2, "no_wait": True}, msgs=2)):
             await c.check_ack_ts(st, f)
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 # =============================================================================================
@@ -1256,7 +1273,7 @@ async def test_deliver_policies(diff: Differ) -> None:
             await c.pull(st, name, {"batch": 10, "no_wait": True})
             await c.info(st, name)
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_deliver_by_start_time_of_a_message(diff: Differ) -> None:
@@ -1272,7 +1289,7 @@ async def test_deliver_by_start_time_of_a_message(diff: Differ) -> None:
         s.record("num_pending", reply.get("num_pending"))
         await c.pull(st, "T", {"batch": 5, "no_wait": True})
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 # =============================================================================================
@@ -1300,7 +1317,7 @@ async def test_push_delivery_and_acks(diff: Differ) -> None:
         await c.read(sid, msgs=1, label="push redelivery after nak")
         await c.info(st, "PU")
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_push_without_interest_waits(diff: Differ) -> None:
@@ -1317,7 +1334,7 @@ async def test_push_without_interest_waits(diff: Differ) -> None:
         await c.read(sid, msgs=2, label="delivered once subscribed")
         await c.consumer_state(st, "PU", lambda i: i.get("delivered", {}).get("stream_seq") == 2)
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_push_idle_heartbeat_and_headers_only(diff: Differ) -> None:
@@ -1342,7 +1359,7 @@ async def test_push_idle_heartbeat_and_headers_only(diff: Differ) -> None:
             sid, stop_status=lambda st: st.startswith("100"), wait_s=3, label="first idle heartbeat"
         )
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_push_queue_group(diff: Differ) -> None:
@@ -1356,7 +1373,7 @@ async def test_push_queue_group(diff: Differ) -> None:
         await c.read(sid, msgs=2, label="queue member deliveries")
         await c.create(st, "QG", {**cfg, "deliver_group": "other"})
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 # =============================================================================================
@@ -1409,7 +1426,7 @@ async def test_workqueue_retention(diff: Differ) -> None:
         await c.stream_state(st, 1)
         await c.info(st, "WB")
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_workqueue_unfiltered_then_filtered(diff: Differ) -> None:
@@ -1435,7 +1452,7 @@ async def test_workqueue_unfiltered_then_filtered(diff: Differ) -> None:
         }
         await c.create(st, "P", push)
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_interest_retention(diff: Differ) -> None:
@@ -1465,7 +1482,7 @@ async def test_interest_retention(diff: Differ) -> None:
         await c.pull(st, "NA", {"batch": 1, "no_wait": True}, msgs=1)
         await c.stream_state(st, 1, label="ack none still counts I1's interest")
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_pause_and_resume(diff: Differ) -> None:
@@ -1485,7 +1502,7 @@ async def test_pause_and_resume(diff: Differ) -> None:
         await c.info(st, "C")
         await c.pull(st, "C", {"batch": 1, "no_wait": True}, msgs=1)
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))
 
 
 async def test_rate_limited_push_consumer_config(diff: Differ) -> None:
@@ -1499,4 +1516,4 @@ async def test_rate_limited_push_consumer_config(diff: Differ) -> None:
         )
         await c.create(st, "Q", {"durable_name": "Q", "rate_limit_bps": 8000})
 
-    await diff.run(scenario)
+    await diff.run(cleaned(scenario))

@@ -44,6 +44,9 @@ async def test_mirror_create_info_and_direct_get(diff: Differ) -> None:
             {"name": mirror, "mirror": {"name": s.stream("other")}, "allow_direct": True},
             label="mirror config cannot change",
         )
+        # a mirror keeps polling its upstream: gone, it cannot show up in a later scenario's
+        # wildcard subscription on the shared servers
+        await s.api(f"STREAM.DELETE.{mirror}", record=False)
 
     await diff.run(scenario)
 
