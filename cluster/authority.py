@@ -62,6 +62,12 @@ class StreamAuthority(Protocol):
         """Record the config ``host`` has just applied wherever stream configs are kept."""
         ...
 
+    def step_down(self, name: str) -> None:
+        """STREAM.LEADER.STEPDOWN (and a consumer's, whose leader is its stream's): this node,
+        the stream's leader, hands leadership to a caught-up replica; else ``CLUSTER_REQUIRED``
+        (a single server) or ``RAFT_GENERAL``."""
+        ...
+
     async def read_barrier(self, host: AnyStreamHost) -> None:
         """Return once ``host`` reflects every write acknowledged before the call."""
         ...

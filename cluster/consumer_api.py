@@ -26,6 +26,7 @@ from protocol.api_json import (
     CONSUMER_LIST_RESPONSE,
     CONSUMER_NAMES_RESPONSE,
     CONSUMER_PAUSE_RESPONSE,
+    CONSUMER_STEPDOWN_RESPONSE,
 )
 from protocol.consumer_models import ConsumerNamesRequest, PauseRequest
 from protocol.errors import ApiError
@@ -95,6 +96,13 @@ class ConsumerApi:
                 "PAUSE": CONSUMER_PAUSE_RESPONSE,
             }
             return one, types[op], tokens[4], "CONSUMER_" + op
+        if op == "LEADER" and n == 7 and tokens[4] == "STEPDOWN":
+            consumer = tokens[6]
+
+            async def stepdown(stream: str, body: bytes) -> dict[str, Any]:
+                return self._stepdown(stream, consumer)
+
+            return stepdown, CONSUMER_STEPDOWN_RESPONSE, tokens[5], "CONSUMER_STEPDOWN"
         return None
 
     # --- handlers ------------------------------------------------------------------------
@@ -174,6 +182,18 @@ class ConsumerApi:
         if out["paused"]:
             out["pause_remaining"] = until_ns - time.time_ns()
         return out
+
+    def _stepdown(self, stream: str, name: str) -> dict[str, Any]:
+        """A consumer's leader is its stream's (its operations are the stream's log entries):
+        stepping it down hands the stream's leadership over."""
+        auth = self.authority
+        if not auth.clustered:
+            raise ApiError(E.CLUSTER_REQUIRED)
+        host = auth.writer(stream)
+        if host.consumers.config_obj(name) is None:
+            raise ApiError(E.CONSUMER_NOT_FOUND)
+        auth.step_down(stream)
+        return api_json.success_response(CONSUMER_STEPDOWN_RESPONSE)
 
     def _page(self, body: bytes, total: int, limit: int) -> tuple[int, int]:
         offset = decode_strict(body, ConsumerNamesRequest).offset if body.strip() else 0

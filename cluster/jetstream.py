@@ -108,6 +108,8 @@ class JetStream:
             }.get(op)
             if simple is not None:
                 return simple[0], simple[1], tokens[4], op
+        if n == 6 and op == "LEADER" and tokens[4] == "STEPDOWN":
+            return self._api_stepdown, api_json.STREAM_LEADER_STEPDOWN_RESPONSE, tokens[5], op
         if n == 6 and op == "MSG":
             if tokens[4] == "GET":
                 return self._api_msg_get, api_json.STREAM_MSG_GET_RESPONSE, tokens[5], op
@@ -219,6 +221,10 @@ class JetStream:
         if isinstance(outcome, ApiError):
             raise outcome
         return api_json.purge_response(outcome)
+
+    async def _api_stepdown(self, name: str, _payload: bytes) -> dict[str, Any]:
+        self.authority.step_down(name)
+        return api_json.success_response(api_json.STREAM_LEADER_STEPDOWN_RESPONSE)
 
     async def _api_msg_get(self, name: str, payload: bytes) -> dict[str, Any]:
         # nats-server judges the body before it looks the stream up

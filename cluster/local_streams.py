@@ -176,6 +176,9 @@ class LocalStreams:
     async def updated(self, host: AnyStreamHost) -> None:
         self._persist_config(host.config, host.stream.created_ns)
 
+    def step_down(self, name: str) -> None:
+        raise ApiError(E.CLUSTER_REQUIRED)
+
     async def read_barrier(self, host: AnyStreamHost) -> None:
         return None  # one server: its engine is the stream
 

@@ -439,6 +439,11 @@ class MetaStreams:
             {"op": "upd", "name": host.name, "config": host.config.model_dump(mode="json")}
         )
 
+    def step_down(self, name: str) -> None:
+        host = self._leading(name)
+        if host.log.step_down() is None:
+            raise ApiError(E.RAFT_GENERAL, err="no replica is caught up to take over")
+
     async def read_barrier(self, host: AnyStreamHost) -> None:
         await self._leading(host.name).log.read_barrier()
 

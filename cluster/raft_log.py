@@ -172,6 +172,10 @@ class RaftLog:
         # hand what was applied to the OS every tick (one write): a killed process then loses
         # at most a tick of applied state, which the Raft log replays (fsync stays with snapshots)
         self._store.flush()
+        if not self._handed_over and self.group.leader_id == self.preferred:
+            # the preferred peer has led: the hand-over is done for every replica, and a later
+            # leader (after a stepdown or a failure) keeps the leadership it was given
+            self._handed_over = True
         if self.is_leader and not self._handed_over:
             self._hand_over_to_preferred()
 
@@ -212,6 +216,23 @@ class RaftLog:
         self._handed_over = True
         log.info("stream %s: handing leadership to preferred %s", self.name, self.preferred)
         group.transfer_leadership(self.preferred)
+
+    def step_down(self) -> str | None:
+        """Leader only: hand leadership to a follower that holds the whole log (the one that
+        answered last); the peer asked, or None when no follower is caught up."""
+        group = self.group
+        last = group.last_log_index
+        caught_up = sorted(
+            (idle_s, peer)
+            for peer, (match, idle_s) in group.peer_progress().items()
+            if match == last
+        )
+        self._handed_over = True
+        for _idle, peer in caught_up:
+            if group.transfer_leadership(peer):
+                log.info("stream %s: stepping down to %s", self.name, peer)
+                return peer
+        return None
 
     def lag(self) -> int:
         return max(0, self.group.leader_commit_index() - int(self.group.last_applied))

@@ -60,6 +60,7 @@ CONSUMER_NAMES_RESPONSE = _PREFIX + "consumer_names_response"
 CONSUMER_LIST_RESPONSE = _PREFIX + "consumer_list_response"
 CONSUMER_DELETE_RESPONSE = _PREFIX + "consumer_delete_response"
 CONSUMER_PAUSE_RESPONSE = _PREFIX + "consumer_pause_response"
+CONSUMER_STEPDOWN_RESPONSE = _PREFIX + "consumer_leader_stepdown_response"
 
 NAMES_LIMIT = 1024  # JSApiNamesLimit
 LIST_LIMIT = 256  # JSApiListLimit

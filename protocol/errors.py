@@ -270,3 +270,7 @@ CONSUMER_ACK_POLICY_INVALID = _e(10181, 400, "consumer ack policy invalid")
 CONSUMER_REPLAY_POLICY_INVALID = _e(10182, 400, "consumer replay policy invalid")
 CONSUMER_ACK_WAIT_NEGATIVE = _e(10183, 400, "consumer ack wait needs to be positive")
 CONSUMER_BACKOFF_NEGATIVE = _e(10184, 400, "consumer backoff needs to be positive")
+
+# --- cluster operations ---------------------------------------------------------------------
+CLUSTER_REQUIRED = _e(10010, 503, "JetStream clustering support required")
+RAFT_GENERAL = _e(10041, 500, "{err}")

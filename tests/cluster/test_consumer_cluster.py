@@ -146,3 +146,53 @@ async def test_consumer_state_survives_a_leader_kill(fresh_jetraft_cluster: Jetr
         assert info["ack_floor"]["stream_seq"] == MSGS
     finally:
         await nc.close()
+
+
+async def _new_leader(cluster: JetraftCluster, old: int) -> int:
+    deadline = time.monotonic() + FAILOVER_TIMEOUT_S
+    while True:
+        leader = _leader(cluster, [0, 1, 2])
+        if leader is not None and leader != old:
+            return leader
+        assert time.monotonic() < deadline, "leadership never moved"
+        await asyncio.sleep(0.1)
+
+
+async def test_stream_and_consumer_leader_stepdown(jetraft_cluster: JetraftCluster) -> None:
+    """STREAM.LEADER.STEPDOWN and CONSUMER.LEADER.STEPDOWN hand the stream's leadership (the
+    consumer's too: its operations are the stream's entries) to another replica."""
+    cluster = jetraft_cluster
+    nc = await connect(cluster.urls[0])
+    try:
+        created = await _api(
+            nc,
+            f"STREAM.CREATE.{STREAM}",
+            {"name": STREAM, "subjects": ["cq.>"], "num_replicas": 3},
+        )
+        assert "error" not in created, created
+        body = {"stream_name": STREAM, "config": {"durable_name": "S", "ack_policy": "explicit"}}
+        created = await _api(nc, f"CONSUMER.CREATE.{STREAM}.S", body)
+        assert "error" not in created, created
+        deadline = time.monotonic() + FAILOVER_TIMEOUT_S
+        while (first := _leader(cluster, [0, 1, 2])) is None or not _converged(cluster, [0, 1, 2]):
+            assert time.monotonic() < deadline, "no settled leader"
+            await asyncio.sleep(0.1)
+        reply = await _api(nc, f"STREAM.LEADER.STEPDOWN.{STREAM}")
+        assert reply == {
+            "type": "io.nats.jetstream.api.v1.stream_leader_stepdown_response",
+            "success": True,
+        }, reply
+        second = await _new_leader(cluster, first)
+        while not _converged(cluster, [0, 1, 2]):
+            assert time.monotonic() < deadline, "replicas never caught up"
+            await asyncio.sleep(0.1)
+        reply = await _api(nc, f"CONSUMER.LEADER.STEPDOWN.{STREAM}.S")
+        assert reply.get("success") is True, reply
+        await _new_leader(cluster, second)
+        reply = await _api(nc, f"CONSUMER.LEADER.STEPDOWN.{STREAM}.NOPE")
+        assert reply["error"]["err_code"] == 10014, reply
+        info = await _info_via(nc, "S")
+        assert info is not None and info["num_pending"] == 0
+    finally:
+        await _api(nc, f"STREAM.DELETE.{STREAM}")
+        await nc.close()

@@ -1517,3 +1517,18 @@ async def test_rate_limited_push_consumer_config(diff: Differ) -> None:
         await c.create(st, "Q", {"durable_name": "Q", "rate_limit_bps": 8000})
 
     await diff.run(cleaned(scenario))
+
+
+async def test_leader_stepdown_needs_a_cluster(diff: Differ) -> None:
+    """A single server answers stream and consumer leader stepdown with 10010, known or not."""
+
+    async def scenario(s: Session) -> None:
+        c = Consumers(s)
+        st = await c.stream()
+        await c.create(st, "C", {"durable_name": "C"}, record=False)
+        await c.api(f"STREAM.LEADER.STEPDOWN.{st}")
+        await c.api(f"STREAM.LEADER.STEPDOWN.{st}NOPE")
+        await c.api(f"CONSUMER.LEADER.STEPDOWN.{st}.C")
+        await c.api(f"CONSUMER.LEADER.STEPDOWN.{st}.NOPE")
+
+    await diff.run(cleaned(scenario))
