@@ -185,6 +185,23 @@ def _jetstream_block(conf: ConfMap) -> ConfMap:
     )
 
 
+DEFAULT_CLIENT_PORT = 4222
+RANDOM_PORT = -1  # nats-server's "any free port" (client test harnesses start servers so)
+EPHEMERAL_PORT = 0  # what the OS is asked for to get any free port
+
+
+def _listen_port(port: int, default: int, what: str) -> int:
+    """nats-server's port convention: 0 means the default (the client port's 4222; no monitor),
+    -1 any free port (the log then says which)."""
+    if port == RANDOM_PORT:
+        return EPHEMERAL_PORT if default else RANDOM_PORT
+    if port == 0:
+        return default
+    if not 0 < port < 65536:
+        raise SystemExit(f"jetraft: {what} {port} is not a port (1-65535, 0 or -1)")
+    return port
+
+
 def options_from(args: argparse.Namespace) -> ServerOptions:
     conf = _read_config(args.config)
     js = _jetstream_block(conf)
@@ -204,9 +221,12 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
                 f"jetraft: config line {conf.line_of('http')}: http must be [host:]port"
             )
         http_port = int(http_port_text)
+    port = args.port if args.port is not None else int(conf_port or 0)
+    if args.http_port is not None:
+        http_port = args.http_port
     opts = ServerOptions(
         host=args.addr or conf_host or "0.0.0.0",
-        port=args.port if args.port is not None else int(conf_port or 4222),
+        port=_listen_port(port, DEFAULT_CLIENT_PORT, "port"),
         server_name=args.server_name or str(conf.get("server_name", "")),
         store_dir=Path(
             args.store_dir
@@ -215,7 +235,7 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
             or conf.get("store_dir")
             or "./data"
         ),
-        http_port=args.http_port if args.http_port is not None else int(http_port or 0),
+        http_port=_listen_port(int(http_port or 0), 0, "http_port"),
         http_host=http_host,
     )
     if "max_payload" in conf:

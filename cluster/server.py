@@ -227,11 +227,16 @@ class Server:
             self._new_connection, self.opts.host, self.opts.port, reuse_address=True
         )
         self.port = self._listener.sockets[0].getsockname()[1]
-        if self.opts.http_port:
+        if self.opts.http_port:  # -1: any free port
             self.monitor = MonitorServer(
-                self, self.opts.http_host or self.opts.host, self.opts.http_port
+                self, self.opts.http_host or self.opts.host, max(self.opts.http_port, 0)
             )
             await self.monitor.start()
+            log.info(
+                "Starting http monitor on %s:%d",
+                self.opts.http_host or self.opts.host,
+                self.monitor.port,
+            )
         if self.opts.https_port and self.opts.tls is not None:
             # the client port's certificate; no client certificate is asked for (as nats-server)
             self.https_monitor = MonitorServer(

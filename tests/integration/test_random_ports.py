@@ -1,0 +1,64 @@
+"""nats-server's port convention on the command line: ``-p -1`` / ``-m -1`` ask for any free port
+(client test harnesses start servers that way), ``-p 0`` means the default 4222, and a server
+started with -1 says in its log which ports it got."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster import cli
+from tests.integration.clients import connect
+from tests.servers import http_get_json
+
+pytestmark = pytest.mark.integration
+
+START_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 10.0
+LISTENING = re.compile(r"Listening for client connections on [\d.]+:(\d+)")
+MONITOR = re.compile(r"Starting http monitor on [\d.]+:(\d+)")
+
+
+def test_port_conventions() -> None:
+    assert cli.server_options(["-p", "-1", "-m", "-1"]).port == 0  # the OS picks
+    assert cli.server_options(["-p", "-1", "-m", "-1"]).http_port == -1
+    assert cli.server_options(["-p", "0"]).port == 4222
+    assert cli.server_options([]).http_port == 0  # no monitor
+    with pytest.raises(SystemExit, match="not a port"):
+        cli.server_options(["-p", "70000"])
+
+
+async def test_a_server_on_any_free_port_says_which(tmp_path: Path) -> None:
+    log_path = tmp_path / "server.log"
+    with open(log_path, "wb") as log:
+        argv = ["server", "-a", "127.0.0.1", "-p", "-1", "-m", "-1", "-sd", str(tmp_path / "s")]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cluster.cli", *argv],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        ports: tuple[int, int] | None = None
+        while ports is None:
+            assert proc.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, log_path.read_text()
+            text = log_path.read_text()
+            client, monitor = LISTENING.search(text), MONITOR.search(text)
+            if client and monitor:
+                ports = int(client.group(1)), int(monitor.group(1))
+            else:
+                time.sleep(0.05)
+        assert all(p > 0 for p in ports)
+        nc = await connect(f"nats://127.0.0.1:{ports[0]}")
+        await nc.close()
+        status, varz = http_get_json(ports[1], "/varz")
+        assert status == 200 and varz["port"] == ports[0]
+    finally:
+        proc.terminate()
+        proc.wait(STOP_TIMEOUT_S)
