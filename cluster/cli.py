@@ -11,7 +11,8 @@ import gc
 import json
 import logging
 import sys
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, entry_points
+from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from cluster.security_config import (
 )
 from cluster.server import Server, ServerOptions
 from protocol.auth_config import ClientAuthConfig, UserEntry
+from protocol.stream_config import SERVER_API_LEVEL, SERVER_VERSION
 
 
 def _server_parser(sub: Any) -> None:
@@ -420,8 +422,19 @@ async def _serve(opts: ServerOptions) -> None:
     await server.serve_until_stopped()
 
 
+def version_text() -> str:
+    """``jetraft --version``: the package's version and the nats-server it answers like."""
+    try:
+        mine = package_version("jetraft")
+    except PackageNotFoundError:
+        mine = "unknown (not installed)"
+    like = f"answers as nats-server {SERVER_VERSION}, JetStream API level {SERVER_API_LEVEL}"
+    return f"jetraft {mine} ({like})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="jetraft")
+    parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", required=True)
     _server_parser(sub)
     add_cluster_parser(sub)

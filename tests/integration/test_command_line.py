@@ -1,6 +1,6 @@
-"""nats-server's port convention on the command line: ``-p -1`` / ``-m -1`` ask for any free port
-(client test harnesses start servers that way), ``-p 0`` means the default 4222, and a server
-started with -1 says in its log which ports it got."""
+"""The command line as operators and client test harnesses use it: nats-server's port convention
+(``-p -1`` / ``-m -1`` any free port, named in the log; ``-p 0`` the default 4222) and
+``jetraft --version``."""
 
 from __future__ import annotations
 
@@ -62,3 +62,13 @@ async def test_a_server_on_any_free_port_says_which(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(STOP_TIMEOUT_S)
+
+
+def test_version_names_the_package_and_the_server_it_answers_like(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert re.fullmatch(r"jetraft \d+\.\d+\.\d+ \(answers as nats-server 2\.15\.1, .*\)\n", out)
