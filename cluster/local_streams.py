@@ -56,6 +56,14 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
+def offline_stream(hosts: Mapping[str, AnyStreamHost]) -> str | None:
+    """The health problem of the first stream that went offline (a failed fsync or apply)."""
+    for name, host in sorted(hosts.items()):
+        if host.offline:
+            return f"JetStream stream '{name}' is offline"
+    return None
+
+
 def streams_dir(store_dir: Path) -> Path:
     """Where each stream's directory lives, on a single server and on a cluster's replicas."""
     return store_dir / "jetstream" / "streams"
@@ -175,6 +183,9 @@ class LocalStreams:
 
     async def updated(self, host: AnyStreamHost) -> None:
         self._persist_config(host.config, host.stream.created_ns)
+
+    def health(self) -> str | None:
+        return offline_stream(self._hosts)
 
     def step_down(self, name: str) -> None:
         raise ApiError(E.CLUSTER_REQUIRED)

@@ -36,7 +36,7 @@ from typing import Any
 from cluster.apply_log import ApplyLog, observe_applies
 from cluster.batching import BatchContext
 from cluster.extension_loader import attach_all, load_attachers
-from cluster.local_streams import MSGS_DIR, open_store, streams_dir, write_atomic
+from cluster.local_streams import MSGS_DIR, offline_stream, open_store, streams_dir, write_atomic
 from cluster.meta_state import Assignment, MetaState, decode_meta_command, encode_meta_command
 from cluster.raft import NotLeaderError, RaftDriver, RaftGroup
 from cluster.raft_log import RaftLog
@@ -438,6 +438,30 @@ class MetaStreams:
         await self._propose_meta(
             {"op": "upd", "name": host.name, "config": host.config.model_dump(mode="json")}
         )
+
+    def health(self) -> str | None:
+        meta = self.meta
+        no_leader = "JetStream has not established contact with a meta leader"
+        if meta is None or meta.leader_id is None:
+            return no_leader
+        members = set(self.peers) | {self.server_name}
+        reachable = 1 + sum(
+            1 for p in members if p != self.server_name and self.routes.connected(p)
+        )
+        if reachable * 2 <= len(members):
+            return (
+                f"JetStream cannot reach a majority of the cluster ({reachable} of {len(members)})"
+            )
+        leader = meta.leader_id
+        if leader != self.server_name and not self.routes.connected(leader):
+            return no_leader
+        offline = offline_stream(self.replicas)
+        if offline is not None:
+            return offline
+        for name, host in sorted(self.replicas.items()):
+            if not host.caught_up or host.log.group.paused:
+                return f"JetStream stream '{name}' is not current"
+        return None
 
     def step_down(self, name: str) -> None:
         host = self._leading(name)

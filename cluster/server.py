@@ -325,7 +325,12 @@ class Server:
         return self.jetstream.jsz()
 
     def healthy(self) -> tuple[bool, str]:
-        """Ready for clients: standalone at once; in a cluster once a meta leader is known."""
-        if not self.jetstream.authority.ready.is_set():
+        """Ready for clients, asked at every /healthz: a single server at once (unless a stream
+        went offline); a cluster node while it reaches a meta leader and a majority and the
+        streams it hosts are current. Not a flag set once: a node that loses its majority turns
+        unhealthy, and healthy again once healed."""
+        authority = self.jetstream.authority
+        if not authority.ready.is_set():
             return False, "JetStream has not joined the cluster (no meta leader)"
-        return True, ""
+        why = authority.health()
+        return (why is None), why or ""
