@@ -34,7 +34,7 @@ class StreamAuthority(Protocol):
     def health(self) -> str | None:
         """Why this node should not take clients now (``/healthz`` answers 503 with it), or
         None: in a cluster, no meta leader or no majority in reach, or a hosted stream that is
-        not current; anywhere, a stream that went offline."""
+        catching up with its leader; anywhere, a stream that went offline."""
         ...
 
     async def close(self) -> None: ...

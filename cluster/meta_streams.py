@@ -459,7 +459,10 @@ class MetaStreams:
         if offline is not None:
             return offline
         for name, host in sorted(self.replicas.items()):
-            if not host.caught_up or host.log.group.paused:
+            group = host.log.group
+            # a stream whose group has no leader (its replicas lack a majority) is unavailable,
+            # which no restart of this node can help: it does not hold this node back
+            if group.leader_id is not None and (not host.caught_up or group.paused):
                 return f"JetStream stream '{name}' is not current"
         return None
 
