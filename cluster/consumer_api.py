@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from cluster.authority import StreamAuthority
+from cluster.stream_host import AnyStreamHost
 from protocol import api_json
 from protocol import consumer_config as CC
 from protocol import errors as E
@@ -133,27 +134,25 @@ class ConsumerApi:
             limit = host.config.max_consumers
             if limit > 0 and len(others) >= limit:
                 raise ApiError(E.MAXIMUM_CONSUMERS_LIMIT)
-        info, _created = await consumers.create(name, config, req.action)
-        return {"type": CONSUMER_CREATE_RESPONSE, **self._with_cluster(host, _dynamic(info))}
+        await consumers.create(name, config, req.action)
+        return self._one_info(CONSUMER_CREATE_RESPONSE, host, name)
 
-    def _with_cluster(self, host: Any, info: dict[str, Any]) -> dict[str, Any]:
-        cluster = self.authority.host_info(host, "").get("cluster")
-        if cluster is None:
-            return info
-        out = {k: v for k, v in info.items() if k not in ("push_bound", "ts")}
-        out["cluster"] = cluster
-        for key in ("push_bound", "ts"):
-            if key in info:
-                out[key] = info[key]
-        return out
+    def _cluster(self, host: AnyStreamHost) -> dict[str, Any] | None:
+        """The stream's cluster object, which a consumer's info shows (its group is the
+        stream's)."""
+        cluster: dict[str, Any] | None = self.authority.host_info(host, "").get("cluster")
+        return cluster
+
+    def _one_info(self, type_: str, host: AnyStreamHost, name: str) -> dict[str, Any]:
+        """A CREATE or INFO reply: the ConsumerInfo with the dynamic metadata."""
+        info = host.consumers.info(name, self._cluster(host))
+        if info is None:
+            raise ApiError(E.CONSUMER_NOT_FOUND)
+        return {"type": type_, **_dynamic(info)}
 
     def _info(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
         api_json.check_empty_request(body)
-        host = self.authority.writer(stream)
-        info = host.consumers.info(name)
-        if info is None:
-            raise ApiError(E.CONSUMER_NOT_FOUND)
-        return {"type": CONSUMER_INFO_RESPONSE, **self._with_cluster(host, _dynamic(info))}
+        return self._one_info(CONSUMER_INFO_RESPONSE, self.authority.writer(stream), name)
 
     async def _delete(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
         api_json.check_empty_request(body)
@@ -216,11 +215,12 @@ class ConsumerApi:
         host = self.authority.writer(stream)
         names = host.consumers.names()
         start, stop = self._page(body, len(names), LIST_LIMIT)
+        cluster = self._cluster(host)  # once for the page: every consumer shares the stream's
         infos = []
         for name in names[start:stop]:
-            info = host.consumers.info(name)
+            info = host.consumers.info(name, cluster)
             if info is not None:
-                infos.append(self._with_cluster(host, info))
+                infos.append(info)
         return {
             "type": CONSUMER_LIST_RESPONSE,
             "total": len(names),

@@ -19,6 +19,7 @@ consumer state other than by a proposal; run timers or deliver on a follower.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -70,6 +71,7 @@ FC_PREFIX: Final = "$JS.FC."
 NEXT_PREFIX: Final = "$JS.API.CONSUMER.MSG.NEXT."
 ACK_METRIC_PREFIX: Final = "$JS.EVENT.METRIC.CONSUMER.ACK."
 INACTIVITY_CHECK_S: Final = 1.0
+CONFIGS_CACHED: Final = 1024  # distinct consumer configs whose parsed extras are kept
 PULL_BATCH_MAX: Final = DELIVER_SEQS_MAX
 ACK_REPLY_BODY: Final = b""
 NS_PER_S: Final = 1_000_000_000
@@ -149,7 +151,7 @@ class StreamOwner(Protocol):
 class ConsumerHost:
     """The consumers of one hosted stream (see the module docstring)."""
 
-    def __init__(self, host: StreamOwner, served_by: str = "") -> None:
+    def __init__(self, host: StreamOwner) -> None:
         self._host = host
         self._live: dict[str, _Live] = {}
         self._acks: list[_PendingAck] = []
@@ -160,7 +162,6 @@ class ConsumerHost:
         self._pump_scheduled = False
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
-        self._served_by = served_by
         self._ticker: asyncio.TimerHandle | None = None
 
     # --- engine views ------------------------------------------------------------------------
@@ -251,10 +252,8 @@ class ConsumerHost:
                 self._schedule_pump()
 
     # --- API --------------------------------------------------------------------------------
-    async def create(
-        self, name: str, config: dict[str, Any], action: str
-    ) -> tuple[dict[str, Any], bool]:
-        """Propose the create (or update); its ConsumerInfo and whether it was created."""
+    async def create(self, name: str, config: dict[str, Any], action: str) -> bool:
+        """Propose the create (or update); whether it created the consumer."""
         actions = {"": CreateAction.CREATE_OR_UPDATE, "create": CreateAction.CREATE}
         entry = CreateConsumerEntry(
             time.time_ns(),
@@ -271,12 +270,9 @@ class ConsumerHost:
             raise ApiError(E.CONSUMER_CREATE, err=result.description)
         if not isinstance(result, CreateResult):
             raise ApiError(E.CONSUMER_CREATE, err="unexpected apply result")
-        info = self.info(name)
-        if info is None:
-            raise ApiError(E.CONSUMER_NOT_FOUND)
         if result.created:
             self._advisory("CREATED", name, "create")
-        return info, result.created
+        return result.created
 
     async def delete(self, name: str) -> None:
         if self._consumer(name) is None:
@@ -516,7 +512,8 @@ class ConsumerHost:
         if not seqs:
             self._end_of_stream(live)
             return
-        if config_replays_original(consumer) and not self._replay_due(live, seqs[0]):
+        replays_original = consumer.config.replay_policy == "original"
+        if replays_original and not self._replay_due(live, seqs[0]):
             live.redeliver.update(s for s in seqs if s in consumer.pending)
             return
         plan: dict[int, _Pull] = {}
@@ -946,13 +943,15 @@ class ConsumerHost:
 _FC_DIGITS: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
-def config_replays_original(consumer: Consumer) -> bool:
-    return consumer.config.replay_policy == "original"
-
-
 def _pause_until_ns(consumer: Consumer) -> int:
     """The consumer's pause_until as Unix ns (0: not paused)."""
-    raw = _extra(consumer).get("pause_until")
+    return _parse_pause(_extra(consumer).get("pause_until", ""))
+
+
+@functools.lru_cache(maxsize=CONFIGS_CACHED)
+def _parse_pause(raw: str) -> int:
+    """A pause_until as the config stores it (canonical JSON text) -> Unix ns; asked on every
+    pump, parsed once per distinct value."""
     if not raw:
         return 0
     try:
@@ -969,7 +968,14 @@ def _sample_percent(consumer: Consumer) -> int:
 
 
 def _extra(consumer: Consumer) -> dict[str, str]:
-    return dict(consumer.config.extra)
+    """The config fields the state machine keeps verbatim (read-only: shared per config)."""
+    return _extra_map(consumer.config.extra)
+
+
+@functools.lru_cache(maxsize=CONFIGS_CACHED)
+def _extra_map(extra: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    # read on the delivery path for every message batch: built once per distinct config
+    return dict(extra)
 
 
 def _extra_int(consumer: Consumer, key: str) -> int:

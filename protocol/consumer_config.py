@@ -49,12 +49,7 @@ _OFFSET_SUFFIX: Final = re.compile(r" at offset \d+$")
 # ConsumerConfig fields nats-server writes even when zero (no ``omitempty``)
 _ALWAYS: Final = frozenset({"deliver_policy", "ack_policy", "replay_policy", "num_replicas"})
 # features jetraft refuses by name rather than accept and ignore
-_UNSUPPORTED: Final = (
-    ("direct", "direct"),
-    ("sourcing", "sourcing"),
-    ("priority_groups", "priority_groups"),
-    ("priority_timeout", "priority_timeout"),
-)
+_UNSUPPORTED: Final = ("direct", "sourcing", "priority_groups", "priority_timeout")
 ZERO_TIME: Final = "0001-01-01T00:00:00Z"  # Go's zero time.Time, as a pause request may carry
 
 
@@ -125,10 +120,6 @@ def _invalid(text: str) -> ApiError:
     return ApiError(E.STREAM_INVALID_CONFIG, err=text)
 
 
-def _valid_asset_name(name: str) -> bool:
-    return is_valid_stream_name(name)
-
-
 def _defaults(c: dict[str, Any], stream: StreamConfig, pedantic: bool) -> None:
     """setConsumerConfigDefaults (jetraft has no server or account limits)."""
     if c["max_deliver"] == 0 or c["max_deliver"] < -1:
@@ -174,9 +165,9 @@ def _defaults(c: dict[str, Any], stream: StreamConfig, pedantic: bool) -> None:
 
 def _check(c: dict[str, Any], stream: StreamConfig) -> None:
     """checkConsumerCfg, in nats-server's order."""
-    if c["name"] and not _valid_asset_name(c["name"]):
+    if c["name"] and not is_valid_stream_name(c["name"]):
         raise _invalid("consumer name can not contain '.', '*', '>', '\\', '/'")
-    if c["durable_name"] and not _valid_asset_name(c["durable_name"]):
+    if c["durable_name"] and not is_valid_stream_name(c["durable_name"]):
         raise _invalid("consumer durable name can not contain '.', '*', '>', '\\', '/'")
     replicas = c["num_replicas"]
     if replicas > 0 and replicas > stream.num_replicas:
@@ -256,9 +247,9 @@ def _check(c: dict[str, Any], stream: StreamConfig) -> None:
         raise _err(E.CONSUMER_CREATE_DURABLE_AND_NAME_MISMATCH)
     if c["priority_policy"] != "none" or c["priority_groups"]:
         raise _invalid("priority groups are not supported by jetraft")
-    for key, field in _UNSUPPORTED:
+    for key in _UNSUPPORTED:
         if c.get(key):
-            raise _invalid(f"consumer setting {field!r} is not supported by jetraft")
+            raise _invalid(f"consumer setting {key!r} is not supported by jetraft")
     metadata = c["metadata"] or {}
     if sum(len(k) + len(v) for k, v in metadata.items()) > METADATA_BYTES_MAX:
         raise _err(E.CONSUMER_METADATA_LENGTH, limit=METADATA_BYTES_MAX)
