@@ -65,6 +65,7 @@ CATCHUP_RETRY_MAX_S = 5.0
 # whoever wins the first election hands leadership to it once it is caught up, within this window
 # after the replica opened (later, leadership stays where elections put it: no ping-pong).
 PREFERRED_LEADER_WINDOW_S = 15.0
+EARLIER_TERM_PROBE_ENTRIES = 4  # log entries read to find one of an earlier term
 
 
 class RaftLog:
@@ -204,7 +205,9 @@ class RaftLog:
 
     def _hand_over_to_preferred(self) -> None:
         group = self.group
-        if self.preferred == group.self_id:
+        if self.preferred == group.self_id or self._had_a_leader_before():
+            # the hand-over is for a new group's first leader only: one elected after an
+            # earlier leader (a stepdown, a failure) keeps the leadership it was given
             self._handed_over = True
             return
         if time.monotonic() - self._opened_at > PREFERRED_LEADER_WINDOW_S:
@@ -233,6 +236,15 @@ class RaftLog:
                 log.info("stream %s: stepping down to %s", self.name, peer)
                 return peer
         return None
+
+    def _had_a_leader_before(self) -> bool:
+        """Does the log hold an entry of a term before the current one (an earlier leader
+        wrote it)? Read from the log itself, so no tick has to have seen that leader."""
+        group = self.group
+        first = group.status().first_log_index
+        last = min(group.last_log_index, first + EARLIER_TERM_PROBE_ENTRIES)
+        terms = [t for t in (group.term_of(i) for i in range(first, last + 1)) if t > 0]
+        return bool(terms) and min(terms) < group.term
 
     def lag(self) -> int:
         return max(0, self.group.leader_commit_index() - int(self.group.last_applied))
