@@ -74,6 +74,7 @@ from cluster.ops.process import (
     Spawned,
     find_nats_server,
     kill_popens,
+    listen_port_candidates,
     log_tail,
     spawn,
     stop_popens,
@@ -100,9 +101,6 @@ HTTP_TIMEOUT_S = 2.0
 HTTP_RESPONSE_BYTES_MAX = 16 * 1024 * 1024
 NATS_REQUEST_TIMEOUT_S = 2.0
 HELP_TIMEOUT_S = 30.0
-# node ports come from [RESERVED_PORT_MIN, start of the ephemeral range) when it has room
-EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
-RESERVED_PORT_MIN = 10000
 RESERVE_ATTEMPTS_MAX = 1000
 LOG_TAIL_BYTES = 3000
 
@@ -289,31 +287,24 @@ class _Node:
         return self.popen is not None and self.popen.poll() is None
 
 
-def _ephemeral_port_min() -> int:
-    try:
-        return int(Path(EPHEMERAL_RANGE_FILE).read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 def _reserve_ports(count: int) -> list[socket.socket]:
     """``count`` sockets bound to distinct free ports (never listening). Holding them keeps the
     OS from handing the same ports to the proxies' own binds until the nodes are spawned.
 
-    The ports are taken below the ephemeral range when there is room: a killed node's ports are
-    free until it restarts, and an outgoing connection (a proxy's, a client's) must not be given
-    one of them as its local port meanwhile."""
+    The ports are taken outside the ephemeral range when there is room: a killed node's ports
+    are free until it restarts, and an outgoing connection (a proxy's, a client's) must not be
+    given one of them as its local port meanwhile."""
     held: list[socket.socket] = []
     chooser = random.SystemRandom()  # port choice is not part of the seeded schedule
-    low = _ephemeral_port_min()
+    candidates = listen_port_candidates()
     try:
         attempts = 0
         while len(held) < count:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             port = 0
-            if low - RESERVED_PORT_MIN > count and attempts < RESERVE_ATTEMPTS_MAX:
+            if len(candidates) > count and attempts < RESERVE_ATTEMPTS_MAX:
                 attempts += 1
-                port = chooser.randrange(RESERVED_PORT_MIN, low)
+                port = chooser.choice(candidates)
             try:
                 sock.bind((HOST, port))
             except OSError:

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import ctypes
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -41,23 +42,61 @@ STOP_POLL_INTERVAL_S = 0.05
 WAIT_POLL_INTERVAL_S = 0.1
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
+EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+DEFAULT_EPHEMERAL_RANGE = (32768, 60999)  # Linux's default
+LISTEN_PORT_FLOOR = 10000  # below it live well-known and registered services
+MAX_PORT = 65535
+MIN_CANDIDATES = 1000
+PORT_PICK_ATTEMPTS = 200
+
 T = TypeVar("T")
+
+_rng = random.Random()
+_handed_out: set[int] = set()
 
 
 # ---------------------------------------------------------------------------------------------
 # ports and executables
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path(EPHEMERAL_RANGE_FILE).read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return DEFAULT_EPHEMERAL_RANGE
+
+
+def listen_port_candidates() -> range:
+    """Ports outside the kernel's ephemeral range: the source port of an outgoing connection is
+    drawn from that range, so a port chosen inside it can be taken by any connect() (a route
+    dialling a peer, a client) between the choice and the listener's bind."""
+    low, high = _ephemeral_range()
+    if low - LISTEN_PORT_FLOOR >= MIN_CANDIDATES:
+        return range(LISTEN_PORT_FLOOR, low)
+    if MAX_PORT - high >= MIN_CANDIDATES:
+        return range(high + 1, MAX_PORT + 1)
+    return range(0)
+
+
 def free_port(host: str = HOST) -> int:
-    """A TCP port on ``host`` that was free a moment ago (the OS picks it)."""
+    """A TCP port on ``host`` that was free a moment ago, outside the ephemeral range, and not
+    handed out before by this process (so callers that choose several never get one twice)."""
+    candidates = listen_port_candidates()
+    for _ in range(PORT_PICK_ATTEMPTS if candidates else 0):
+        port = _rng.choice(candidates)
+        if port not in _handed_out and port_is_free(port, host):
+            _handed_out.add(port)
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        chosen: int = sock.getsockname()[1]
+    _handed_out.add(chosen)
+    return chosen
 
 
 def distinct_free_ports(count: int, host: str = HOST) -> list[int]:
-    """``count`` different ports, each free a moment ago (free_port alone may repeat one)."""
+    """``count`` different ports, each free a moment ago."""
     ports: list[int] = []
     while len(ports) < count:
         port = free_port(host)

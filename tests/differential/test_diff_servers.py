@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from cluster.ops.process import listen_port_candidates
 from tests.servers import ServerStartError, free_port, nats_server_proc, probe_ready
 
 pytestmark = pytest.mark.differential
@@ -37,3 +38,13 @@ def test_start_failure_reports_the_log_tail(tmp_path: Path) -> None:
 
 def test_free_port_is_not_listening() -> None:
     assert not probe_ready(free_port(), timeout_s=0.2)
+
+
+def test_free_ports_avoid_the_ephemeral_range_and_never_repeat() -> None:
+    # an outgoing connection takes its source port from the ephemeral range, so a listener port
+    # chosen there could be taken between the choice and the bind (a CI run lost a test so)
+    candidates = listen_port_candidates()
+    ports = [free_port() for _ in range(200)]
+    assert len(set(ports)) == len(ports)
+    if candidates:
+        assert all(p in candidates for p in ports)
