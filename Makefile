@@ -33,7 +33,7 @@ run: $(STAMP)
 	$(BIN)/jetraft cluster run --nodes 3 --dir $(DATA)
 
 run-single: $(STAMP)
-	$(BIN)/jetraft server -a 127.0.0.1 -p 4222 -sd $(DATA)/single -n jetraft-1 -m 8222
+	$(BIN)/jetraft server -js -a 127.0.0.1 -p 4222 -sd $(DATA)/single -n jetraft-1 -m 8222
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

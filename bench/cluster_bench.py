@@ -205,7 +205,7 @@ def nats_cluster(tmp: Path, sync_always: bool) -> ClusterProcs:
 
 
 def jetraft_cluster(tmp: Path) -> ClusterProcs:
-    return cluster_procs(JETRAFT, [sys.executable, "-m", "cluster.cli", "server"], tmp, "j")
+    return cluster_procs(JETRAFT, [sys.executable, "-m", "cluster.cli", "server", "-js"], tmp, "j")
 
 
 def wait_healthz(procs: ClusterProcs, deadline: float) -> None:

@@ -35,14 +35,22 @@ from protocol.stream_config import SERVER_API_LEVEL, SERVER_VERSION
 
 
 def _server_parser(sub: Any) -> None:
-    p = sub.add_parser("server", help="run a jetraft server (JetStream always on)")
+    p = sub.add_parser(
+        "server", help="run a jetraft server (JetStream with -js or a config jetstream block)"
+    )
     p.add_argument("-p", "--port", type=int, help="client port (default 4222)")
     p.add_argument("-a", "--addr", "--net", dest="addr", help="bind address (default 0.0.0.0)")
     p.add_argument("-sd", "--store_dir", dest="store_dir", help="JetStream storage directory")
     p.add_argument("-n", "--server_name", "--name", dest="server_name", help="server name")
     p.add_argument("-c", "--config", help="configuration file")
     p.add_argument("-m", "--http_port", type=int, help="monitoring HTTP port")
-    p.add_argument("-js", "--jetstream", action="store_true", help="accepted; always on")
+    p.add_argument(
+        "-js",
+        "--jetstream",
+        action="store_true",
+        help="enable JetStream (off unless this flag or a config jetstream block; a cluster node "
+        "needs it)",
+    )
     p.add_argument("-D", "--debug", action="store_true", help="debug logging")
     p.add_argument("-P", "--pid", dest="pid_file", help="write the process id to this file")
     p.add_argument("--user", help="user required for client connections")
@@ -169,22 +177,46 @@ def _bool_option(conf: ConfMap, key: str) -> bool | None:
     return value
 
 
-def _jetstream_block(conf: ConfMap) -> ConfMap:
-    js = conf.get("jetstream")
-    if js is None or js is True or (isinstance(js, str) and js.lower() == "enabled"):
-        return ConfMap()
+def _jetstream_config(conf: ConfMap) -> tuple[bool, ConfMap]:
+    """Whether the config turns JetStream on, and its ``jetstream { }`` block (empty if none).
+
+    nats-server's forms (``parseJetStream``): a block (on unless ``enabled: false``), ``true`` or
+    ``false``, ``enabled``/``enable`` or ``disabled``/``disable``; no ``jetstream`` key is off."""
+    if "jetstream" not in conf:
+        return False, ConfMap()
+    js = conf["jetstream"]
+    line = conf.line_of("jetstream")
+    if isinstance(js, bool):
+        return js, ConfMap()
+    if isinstance(js, str):
+        word = js.lower()
+        if word in ("enabled", "enable", "disabled", "disable"):
+            return word.startswith("enable"), ConfMap()
+        raise SystemExit(
+            f"jetraft: config line {line}: jetstream: expected 'enabled' or 'disabled' for "
+            f"string value, got {js!r}"
+        )
     if isinstance(js, ConfMap):
-        enabled = js.get("enabled", True)
-        if enabled is not True:
-            raise SystemExit(
-                f"jetraft: config line {js.line_of('enabled')}: jetstream enabled: {enabled!r} "
-                "is not supported: jetraft always runs JetStream"
-            )
-        return js
+        enabled = True
+        for key in ("enabled", "enable"):
+            if key in js:
+                enabled = js[key]
+                if not isinstance(enabled, bool):
+                    raise SystemExit(
+                        f"jetraft: config line {js.line_of(key)}: jetstream {key} must be true "
+                        "or false"
+                    )
+        return enabled, js
     raise SystemExit(
-        f"jetraft: config line {conf.line_of('jetstream')}: jetstream: {js!r} is not supported: "
-        "jetraft always runs JetStream"
+        f"jetraft: config line {line}: jetstream: expected a block, true/false or "
+        f"enabled/disabled, not {js!r}"
     )
+
+
+ERR_CLUSTER_WITHOUT_JETSTREAM = (
+    "jetraft: a cluster node without JetStream is not supported: every jetraft cluster node is a "
+    "JetStream (meta group) peer; start it with -js or a jetstream block"
+)
 
 
 DEFAULT_CLIENT_PORT = 4222
@@ -206,7 +238,7 @@ def _listen_port(port: int, default: int, what: str) -> int:
 
 def options_from(args: argparse.Namespace) -> ServerOptions:
     conf = _read_config(args.config)
-    js = _jetstream_block(conf)
+    js_enabled, js = _jetstream_config(conf)
     listen = str(conf.get("listen", ""))
     conf_host = (
         conf.get("host") or conf.get("net") or (listen.rsplit(":", 1)[0] if listen else None)
@@ -239,6 +271,8 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
         ),
         http_port=_listen_port(int(http_port or 0), 0, "http_port"),
         http_host=http_host,
+        # nats-server: -js turns it on whatever the config says; without it, the config decides
+        jetstream=bool(getattr(args, "jetstream", False)) or js_enabled,
     )
     if "max_payload" in conf:
         opts.max_payload = int(conf["max_payload"])
@@ -250,6 +284,8 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
     _logging_options(args, conf, opts)
     _security_options(args, conf, opts)
     _cluster_options(args, conf, opts)
+    if opts.clustered and not opts.jetstream:
+        raise SystemExit(ERR_CLUSTER_WITHOUT_JETSTREAM)
     apply_log = getattr(args, "apply_log", None)
     if apply_log is not None:
         opts.apply_log = (

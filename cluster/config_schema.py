@@ -107,6 +107,7 @@ JETSTREAM: dict[str, Any] = {
     "store_dir": None,
     "storedir": None,
     "enabled": None,
+    "enable": None,
     # the batch block's own keys are checked by cluster/batching.py (it names the bad one)
     "limits": {"batch": None},
 }

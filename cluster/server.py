@@ -17,6 +17,7 @@ import signal
 import ssl
 import string
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from engine.batch import BatchLimits
 from protocol.auth_config import ClientAuthConfig
 from protocol.parser import MAX_CONTROL_LINE_BYTES_DEFAULT
 from protocol.stream_config import SERVER_API_LEVEL
+from protocol.timefmt import format_rfc3339nano
 
 log = logging.getLogger("jetraft.server")
 
@@ -61,6 +63,9 @@ class ServerOptions:
     port: int = 4222
     server_name: str = ""
     store_dir: Path = field(default_factory=lambda: Path("./data"))
+    # JetStream on: the in-process default; `jetraft server` turns it on only with -js or a
+    # config jetstream block, as nats-server does. Off: no $JS.API, no streams, no store.
+    jetstream: bool = True
     http_port: int = 0
     http_host: str = ""  # the monitoring address when it differs from the client one (`http:`)
     max_payload: int = MAX_PAYLOAD_BYTES
@@ -112,7 +117,10 @@ class Server:
         self.routes: RouteManager | None = None
         # atomic batch limits and the count of open batches, shared by all streams
         batches = BatchContext(opts.batch_limits)
-        authority: StreamAuthority
+        authority: StreamAuthority | None = None
+        if opts.clustered and not opts.jetstream:
+            # the meta group counts every configured route as a peer (cluster/cli.py refuses it)
+            raise ValueError("a cluster node without JetStream is not supported")
         if opts.clustered:
             # Raft first: the routes are built with it, so the first RAFT frame or link event
             # already has its receiver; the streams' groups then send through the routes.
@@ -138,9 +146,10 @@ class Server:
                 batches,
                 apply_log=ApplyLog(opts.apply_log, self.name) if opts.apply_log else None,
             )
-        else:
+        elif opts.jetstream:
             authority = LocalStreams(self.router, opts.store_dir, self.name, batches)
-        self.jetstream = JetStream(self.router, authority)
+        # None without JetStream: every $JS.API request then finds no responders
+        self.jetstream = JetStream(self.router, authority) if authority is not None else None
         self.monitor: MonitorServer | None = None
         self._listener: asyncio.Server | None = None
         self._conns: dict[int, ClientConnection] = {}
@@ -164,12 +173,13 @@ class Server:
             "port": self.port,
             "headers": True,
             "max_payload": self.opts.max_payload,
-            "jetstream": True,
             "client_id": cid,
             "client_ip": "",
             "api_lvl": SERVER_API_LEVEL,
             "xkey": self.xkey,
         }
+        if self.jetstream is not None:  # nats-server leaves the key out without JetStream
+            info["jetstream"] = True
         if self.opts.tls is not None:  # sent in the clear; the client upgrades after reading it
             info["tls_required"] = True
             if self.opts.tls.verify:
@@ -216,12 +226,14 @@ class Server:
                     + (f" and ca_file {str(tls.ca_file)!r}" if tls.ca_file else "")
                     + f": {exc}"
                 ) from exc
-        self.opts.store_dir.mkdir(parents=True, exist_ok=True)
+        if self.jetstream is not None:
+            self.opts.store_dir.mkdir(parents=True, exist_ok=True)
         if self.opts.pid_file is not None:
             self.opts.pid_file.write_text(f"{os.getpid()}\n")
         if self.routes is not None:
             await self.routes.start()
-        self.jetstream.start()
+        if self.jetstream is not None:
+            self.jetstream.start()
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(
             self._new_connection, self.opts.host, self.opts.port, reuse_address=True
@@ -270,7 +282,8 @@ class Server:
             self._listener.close()
         for conn in list(self._conns.values()):
             conn.close()
-        await self.jetstream.close()
+        if self.jetstream is not None:
+            await self.jetstream.close()
         if self.routes is not None:
             await self.routes.close()
         if self.monitor is not None:
@@ -322,13 +335,38 @@ class Server:
         }
 
     def jsz(self) -> dict[str, Any]:
+        if self.jetstream is None:
+            return self._jsz_disabled()
         return self.jetstream.jsz()
+
+    def _jsz_disabled(self) -> dict[str, Any]:
+        """nats-server's /jsz without JetStream (probed): zeros, ``disabled`` and API level 0."""
+        return {
+            "memory": 0,
+            "storage": 0,
+            "reserved_memory": 0,
+            "reserved_storage": 0,
+            "accounts": 0,
+            "ha_assets": 0,
+            "api": {"level": 0, "total": 0, "errors": 0},
+            "server_id": self.server_id,
+            "now": format_rfc3339nano(time.time_ns()),
+            "disabled": True,
+            "config": {"max_memory": 0, "max_storage": 0},
+            "streams": 0,
+            "consumers": 0,
+            "messages": 0,
+            "bytes": 0,
+            "total": 0,
+        }
 
     def healthy(self) -> tuple[bool, str]:
         """Ready for clients, asked at every /healthz: a single server at once (unless a stream
         went offline); a cluster node while it reaches a meta leader and a majority and the
         streams it hosts are current. Not a flag set once: a node that loses its majority turns
-        unhealthy, and healthy again once healed."""
+        unhealthy, and healthy again once healed. Without JetStream: ok, as nats-server says."""
+        if self.jetstream is None:
+            return True, ""
         authority = self.jetstream.authority
         if not authority.ready.is_set():
             return False, "JetStream has not joined the cluster (no meta leader)"

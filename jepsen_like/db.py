@@ -741,7 +741,7 @@ class ClusterDB:
         if routes:
             common += ["--routes", routes]
         if self.system == "jetraft":
-            argv = [self.python, "-m", "cluster.cli", "server", *common]
+            argv = [self.python, "-m", "cluster.cli", "server", "-js", *common]
             if self.route_security:
                 argv += ["-c", str(self.route_security_path(node.name))]
             if self._apply_log:

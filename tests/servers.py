@@ -104,6 +104,7 @@ class JetraftCluster:
             argv = [
                 *jetraft_command(),
                 "server",
+                "-js",
                 "-n",
                 node_name,
                 "-a",

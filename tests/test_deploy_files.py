@@ -95,7 +95,9 @@ def _mapped_config(argv: list[str], files: dict[str, Path]) -> list[str]:
 def _jetraft_options(argv: list[str]) -> ServerOptions:
     """What ``jetraft <argv>`` would run with, through the real argument parser."""
     assert argv[:1] == ["server"], argv
-    return cli.server_options(argv[1:])
+    opts = cli.server_options(argv[1:])
+    assert opts.jetstream, "every deployment runs JetStream (-js or a jetstream block)"
+    return opts
 
 
 def _conf_files(directory: Path) -> list[Path]:

@@ -132,6 +132,7 @@ def node_argv(info: ClusterInfo, record: NodeRecord) -> list[str]:
         "-m",
         "cluster.cli",
         "server",
+        "-js",
         "-n",
         plan.name,
         "-a",

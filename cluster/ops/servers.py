@@ -196,8 +196,10 @@ def nats_server_proc(
 def jetraft_proc(
     tmp_path: Path, *, name: str = "j1", extra_args: Sequence[str] = (), monitor: bool = True
 ) -> ServerProc:
-    """A not-yet-started jetraft node, ports chosen now."""
-    return server_proc([*jetraft_command(), "server"], tmp_path, name, extra_args, monitor=monitor)
+    """A not-yet-started jetraft node with JetStream (-js), ports chosen now."""
+    return server_proc(
+        [*jetraft_command(), "server", "-js"], tmp_path, name, extra_args, monitor=monitor
+    )
 
 
 def start_nats_server(

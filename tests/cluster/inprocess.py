@@ -74,7 +74,7 @@ class InProcessCluster:
     def js(self, i: int) -> MetaStreams:
         """Node ``i``'s stream authority: its meta group and its replicas."""
         server = self.servers[i]
-        assert server is not None
+        assert server is not None and server.jetstream is not None
         authority = server.jetstream.authority
         assert isinstance(authority, MetaStreams)
         return authority

@@ -45,6 +45,7 @@ def test_unterminated_config_is_an_error_with_a_line(text: str) -> None:
 
 def _args(**kw: object) -> argparse.Namespace:
     base = dict(config=None, addr=None, port=None, store_dir=None, server_name=None, http_port=None)
+    base["jetstream"] = True  # -js: a cluster node must run JetStream
     base.update(kw)
     return argparse.Namespace(**base)
 

@@ -20,6 +20,7 @@ START_TIMEOUT_S = 60
 
 def _args(**kw: object) -> argparse.Namespace:
     base = dict(config=None, addr=None, port=None, store_dir=None, server_name=None, http_port=None)
+    base["jetstream"] = True  # -js: a cluster node must run JetStream
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -62,8 +63,9 @@ def test_keys_compare_case_insensitively_like_nats_server() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("jetstream: false\n", "jetraft always runs JetStream"),
-        ("jetstream { enabled: false }\n", "jetraft always runs JetStream"),
+        ("jetstream: maybe\n", "expected 'enabled' or 'disabled'"),
+        ("jetstream: 1\n", "expected a block, true/false or enabled/disabled"),
+        ("jetstream {\n  enabled: yes please\n}\n", "line 2: jetstream enabled must be true"),
         ("max_connections: lots\n", "max_connections must be an integer"),
         ("no_auth_user: bob\n", "no_auth_user needs an authorization block"),
         (

@@ -156,8 +156,8 @@ def test_reading_a_missing_or_broken_cluster_file_fails_clearly(tmp_path: Path) 
 def test_every_node_routes_to_every_cluster_url(tmp_path: Path) -> None:
     info = ClusterInfo.planned(tmp_path, 3, 30000, "jetraft")
     argv = node_argv(info, info.nodes[1])
-    assert argv[1:4] == ["-m", "cluster.cli", "server"]
-    flags = dict(zip(argv[4::2], argv[5::2], strict=True))
+    assert argv[1:5] == ["-m", "cluster.cli", "server", "-js"]
+    flags = dict(zip(argv[5::2], argv[6::2], strict=True))
     assert flags == {
         "-n": "jetraft-2",
         "-a": "127.0.0.1",
