@@ -27,7 +27,12 @@ from protocol import api_json, gojson
 from protocol import errors as E
 from protocol.errors import ApiError
 from protocol.headers import get_header
-from protocol.stream_config import SERVER_API_LEVEL, normalize_create, normalize_update
+from protocol.stream_config import (
+    SERVER_API_LEVEL,
+    normalize_create,
+    normalize_update,
+    refuse_unsupported,
+)
 from protocol.subjects import subjects_overlap
 from protocol.timefmt import format_rfc3339nano
 
@@ -169,6 +174,7 @@ class JetStream:
         cfg, _pedantic = normalize_create(
             name, payload, existing=auth.configs(), clustered=auth.clustered
         )
+        refuse_unsupported(cfg)
         response, created = await auth.create(cfg)
         if created:
             self._advisory("CREATED", name, "create")
@@ -180,6 +186,7 @@ class JetStream:
         cfg, _pedantic = normalize_update(
             name, payload, host.config, existing=auth.configs(name), clustered=auth.clustered
         )
+        refuse_unsupported(cfg)
         auth.check_update(host.config, cfg)
         outcome = await host.propose(
             UpdateConfigEntry(time.time_ns(), cfg.model_dump_json().encode())

@@ -231,6 +231,11 @@ class StreamHost(Generic[Log_co]):
     # --- LogOwner: what the log calls ---------------------------------------------------
     def apply(self, index: int, entry: LogEntry) -> Any:
         result = self.stream.apply(index, entry)
+        republished = self.stream.take_republished()
+        if republished and self.is_leader:
+            # once per committed message, by the leader that applies it (nats-server: the same)
+            for msg in republished:
+                self.router.publish(msg.subject, None, msg.hdr, msg.data)
         if isinstance(entry, UpdateConfigEntry):
             self._batches.config_changed(self.config)
             asyncio.get_running_loop().call_soon(self.refresh_subscriptions)
@@ -375,7 +380,7 @@ class StreamHost(Generic[Log_co]):
             if res.error is not None:
                 body = api_json.pub_ack_error_json(name, res.error)
             else:
-                body = api_json.pub_ack_json(name, res.seq, duplicate=res.duplicate)
+                body = api_json.pub_ack_json(name, res.seq, duplicate=res.duplicate, val=res.val)
             publish(pub.reply, None, None, body)
 
     def _send_batch_ack(self, commit: QueuedBatchCommit, result: BatchResult) -> None:

@@ -24,11 +24,12 @@ stream imports this module).
 from __future__ import annotations
 
 import re
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 from engine import limits
+from engine.counter import check_increment, counter_payload
 from engine.entries import BatchCommitEntry, InboundMsg
 from engine.index import StreamIndex
 from engine.ttl import parse_message_ttl
@@ -381,6 +382,14 @@ class _Running:
     msgs: int = 0
     size_bytes: int = 0
     expected_per_subject: dict[str, int] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)  # totals the batch has written
+
+
+CounterTotal = Callable[[str], int | ApiError]  # a subject's counter total before the batch
+
+
+def _no_counters(_subject: str) -> int | ApiError:
+    return 0
 
 
 def check_batch_commit(
@@ -389,9 +398,11 @@ def check_batch_commit(
     index: StreamIndex,
     dedupe: Container[str],
     last_seq: int,
+    counter_total: CounterTotal = _no_counters,
 ) -> list[CheckedMsg] | ApiError:
     """Every message of a batch against the stream before it (``index``, ``dedupe``,
-    ``last_seq``) and the messages before it in the batch; the first failure is the answer."""
+    ``last_seq``, ``counter_total``) and the messages before it in the batch; the first failure
+    is the answer. On a counter stream each checked message carries its new total."""
     if not config.allow_atomic:
         return ApiError(errors.ATOMIC_PUBLISH_DISABLED)
     if not msgs:
@@ -405,7 +416,9 @@ def check_batch_commit(
         if interpreted and get_header(hdr, _HDR_EXPECTED_LAST_MSG_ID):
             header = _HDR_EXPECTED_LAST_MSG_ID
             return ApiError(errors.ATOMIC_PUBLISH_UNSUPPORTED_HEADER_BATCH, header=header)
-        outcome = _check_one(msg, config, index, dedupe, last_seq + position, running, interpreted)
+        outcome = _check_one(
+            msg, config, index, dedupe, last_seq + position, running, interpreted, counter_total
+        )
         if isinstance(outcome, ApiError):
             return outcome
         checked.append(outcome)
@@ -420,15 +433,16 @@ def _check_one(
     running_seq: int,
     running: _Running,
     interpreted: bool,
+    counter_total: CounterTotal,
 ) -> CheckedMsg | ApiError:
-    """checkMsgHeadersPreClusteredProposal for one message (counters and schedules aside:
-    jetraft has neither). ``interpreted``: the header has a ``Nats-`` key besides the batch's."""
+    """checkMsgHeadersPreClusteredProposal for one message (schedules aside: jetraft has none).
+    ``interpreted``: the header has a ``Nats-`` key besides the batch's."""
     subject, hdr, data = msg.subject, msg.hdr, msg.data
     subject_len = _byte_len(subject)
     size = limits.msg_size_bytes(config.storage, subject_len, len(hdr), len(data))
     if config.storage == "file" and limits.filestore_record_too_large(size):
         return ApiError(errors.STREAM_STORE_FAILED, err=_ERR_MSG_TOO_LARGE)
-    msg_id, rollup, ttl_s = "", "", 0
+    msg_id, rollup, ttl_s, incr = "", "", 0, None
     if hdr:
         if len(hdr) > limits.HEADER_BYTES_MAX:
             return ApiError(errors.STREAM_HEADER_EXCEEDS_MAXIMUM)
@@ -436,7 +450,19 @@ def _check_one(
             outcome = _check_headers(msg, config, index, dedupe, running_seq, running)
             if isinstance(outcome, ApiError):
                 return outcome
-            msg_id, rollup, ttl_s = outcome
+            msg_id, rollup, ttl_s, incr = outcome
+    if config.allow_msg_counter:
+        if incr is None:
+            return ApiError(errors.MESSAGE_INCR_MISSING)
+        previous = running.counters.get(subject)
+        if previous is None:
+            before = counter_total(subject)
+            if isinstance(before, ApiError):
+                return before
+            previous = before
+        running.counters[subject] = total = previous + incr
+        msg = InboundMsg(subject, hdr, counter_payload(total))
+        size = limits.msg_size_bytes(config.storage, subject_len, len(hdr), len(msg.data))
     running.subject_ops[subject] = running.subject_ops.get(subject, 0) + 1
     running.msgs += 1
     running.size_bytes += size
@@ -454,9 +480,13 @@ def _check_headers(
     dedupe: Container[str],
     running_seq: int,
     running: _Running,
-) -> tuple[str, str, int] | ApiError:
-    """The header checks of one batch message: (msg id, rollup, ttl seconds) or the error."""
+) -> tuple[str, str, int, int | None] | ApiError:
+    """The header checks of one batch message: (msg id, rollup, ttl seconds, counter
+    increment) or the error."""
     hdr = msg.hdr
+    incr = check_increment(hdr, msg.data, config.allow_msg_counter)
+    if isinstance(incr, ApiError):
+        return incr
     expected_stream = get_header(hdr, _HDR_EXPECTED_STREAM)
     if expected_stream and expected_stream != config.name:
         return ApiError(errors.STREAM_NOT_MATCH)
@@ -485,7 +515,7 @@ def _check_headers(
         error = _check_rollup(msg.subject, rollup, config, running)
         if error is not None:
             return error
-    return msg_id, rollup, ttl_s
+    return msg_id, rollup, ttl_s, incr
 
 
 def _check_expected_seqs(

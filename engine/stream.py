@@ -21,6 +21,7 @@ log raise anything but an ``AssertionError`` on a broken internal invariant.
 from __future__ import annotations
 
 import heapq
+import random
 import struct
 from collections import deque
 from collections.abc import Iterator
@@ -42,6 +43,7 @@ from engine.consumer.results import (
 )
 from engine.consumer.results import ApplyResult as ConsumerApplyResult
 from engine.consumer.retention import removable_seqs
+from engine.counter import check_increment, counter_payload, total_of
 from engine.digest import (
     MessageSum,
     config_hash,
@@ -81,6 +83,9 @@ from protocol.goconv import go_lower, parse_int64_as_uint64
 from protocol.gojson import go_quote
 from protocol.headers import append_headers, get_header, remove_header
 from protocol.models import StreamConfig
+from protocol.subject_transform import SubjectTransform
+from protocol.subjects import is_valid_literal_subject
+from protocol.timefmt import format_rfc3339nano
 
 # Header names nats-server interprets on publish (matched case-sensitively, first occurrence).
 HDR_MSG_ID: Final = "Nats-Msg-Id"
@@ -143,6 +148,7 @@ class PubResult(NamedTuple):
     seq: int
     duplicate: bool = False
     error: ApiError | None = None
+    val: str | None = None  # a counter stream's new total
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +165,16 @@ class StreamState:
     num_deleted: int
 
 
+class Republish(NamedTuple):
+    """A stored message as RePublish sends it: to ``subject``, with the ``Nats-Stream``,
+    ``Nats-Subject``, ``Nats-Sequence``, ``Nats-Time-Stamp`` and ``Nats-Last-Sequence``
+    headers (and ``Nats-Msg-Size`` instead of the payload when headers only)."""
+
+    subject: str
+    hdr: bytes
+    data: bytes
+
+
 class _Accepted(NamedTuple):
     """A message that passed every pre-store check, as it will be stored."""
 
@@ -166,6 +182,7 @@ class _Accepted(NamedTuple):
     msg_id: str
     rollup: str  # "", ROLLUP_SUBJECT or ROLLUP_ALL
     size_bytes: int  # accounting size of msg (limits.msg_size_bytes)
+    total: int | None  # a counter stream's new total (msg.data holds it)
 
 
 ApplyResult = (
@@ -200,6 +217,8 @@ class Stream:
         # the stream's consumers: their entries share this log (engine/consumer/)
         self.consumers = ConsumerSet()
         self._consumers_blob = b""  # their snapshot as the meta carries it ("" while none ever)
+        # RePublish: what the stored messages are to be published as, until the host takes them
+        self._republished: list[Republish] = []
         meta = store.get_meta()
         if meta is not None:
             config = self._restore_meta(meta)
@@ -252,7 +271,7 @@ class Stream:
         ts_ns = max(entry.ts_ns, self._last_ts_ns)
         self._expire_dedupe(ts_ns)
         first_new = self._last_seq + 1
-        results = self._publish_all(entry.msgs, ts_ns)
+        results = self._publish_all(self._transformed(entry.msgs, index), ts_ns)
         self._drop_uninterested(first_new)
         self._end(index)
         return results
@@ -305,7 +324,12 @@ class Stream:
         self._expire_dedupe(ts_ns)
         first_new = self._last_seq + 1
         checked = check_batch_commit(
-            entry.msgs, self._config, self._index, self._dedupe, self._last_seq
+            self._transformed(entry.msgs, index),
+            self._config,
+            self._index,
+            self._dedupe,
+            self._last_seq,
+            self._counter_total,
         )
         if isinstance(checked, ApiError):
             result = BatchResult(0, 0, checked)
@@ -461,6 +485,32 @@ class Stream:
 
     # ================================================================== publish
 
+    def _transformed(self, msgs: tuple[InboundMsg, ...], index: int) -> tuple[InboundMsg, ...]:
+        """The stream's ``subject_transform`` applied to incoming subjects (a subject it does
+        not match is stored as it came). ``{{random(n)}}`` draws from a generator seeded by the
+        entry's index, so every replica stores the same subject."""
+        transform = self._input_transform
+        if transform is None:
+            return msgs
+        pick = random.Random(index).randrange
+        out: list[InboundMsg] = []
+        for msg in msgs:
+            subject = transform.match(msg.subject, pick)
+            out.append(msg if subject is None else InboundMsg(subject, msg.hdr, msg.data))
+        return tuple(out)
+
+    def _counter_total(self, subject: str) -> int | ApiError:
+        """The subject's current counter total (0 when it has none yet)."""
+        last = self._index.last_seq(subject)
+        stored = self._store.load(last) if last else None
+        return total_of(stored.data) if stored is not None else 0
+
+    def take_republished(self) -> list[Republish]:
+        """What the entries applied since the last call are to be republished as (the stream
+        leader sends them; a follower drops them)."""
+        out, self._republished = self._republished, []
+        return out
+
     def _publish_all(self, msgs: tuple[InboundMsg, ...], ts_ns: int) -> list[PubResult]:
         """Every message of a publish entry, in order.
 
@@ -471,7 +521,7 @@ class Stream:
         the full checks, never past them, and it leaves the same state behind (``_publish_one``
         of such a message runs exactly these steps)."""
         cfg = self._config
-        if cfg.sealed:
+        if cfg.sealed or cfg.allow_msg_counter:
             return [self._publish_one(msg, ts_ns) for msg in msgs]
         publish_one = self._publish_one
         storage = cfg.storage
@@ -539,6 +589,8 @@ class Stream:
             self._purge_ex(msg.subject, 0, 1)
         elif checked.rollup == ROLLUP_ALL:
             self._purge_ex("", 0, 1)
+        if checked.total is not None:
+            return PubResult(seq, val=str(checked.total))
         return PubResult(seq)
 
     def _check_publish(self, msg: InboundMsg) -> PubResult | _Accepted:
@@ -563,12 +615,22 @@ class Stream:
             return _error(ApiError(errors.STREAM_MESSAGE_EXCEEDS_MAXIMUM))
         if len(hdr) > limits.HEADER_BYTES_MAX:
             return _error(ApiError(errors.STREAM_HEADER_EXCEEDS_MAXIMUM))
-        msg_id, rollup, ttl_invalid = "", "", False
+        msg_id, rollup, ttl_invalid, incr = "", "", False, None
         if hdr and _HDR_NATS_PREFIX in hdr:
             checked = self._check_headers(msg)
             if isinstance(checked, PubResult):
                 return checked
-            msg_id, rollup, ttl_invalid = checked
+            msg_id, rollup, ttl_invalid, incr = checked
+        total: int | None = None
+        if cfg.allow_msg_counter:
+            if incr is None:
+                return _error(ApiError(errors.MESSAGE_INCR_MISSING))
+            previous = self._counter_total(msg.subject)
+            if isinstance(previous, ApiError):
+                return _error(previous)
+            total = previous + incr
+            msg = InboundMsg(msg.subject, hdr, counter_payload(total))
+            size = self._msg_size(msg.subject, hdr, msg.data)
         if ttl_invalid:
             return _error(ApiError(errors.MESSAGE_TTL_INVALID))
         if cfg.subject_delete_marker_ttl > 0 and HDR_MSG_TTL_BYTES in hdr:
@@ -579,12 +641,16 @@ class Stream:
         limit_error = self._discard_new_error(msg, rollup, size)
         if limit_error is not None:
             return _error(ApiError(errors.STREAM_STORE_FAILED, err=limit_error))
-        return _Accepted(msg, msg_id, rollup, size)
+        return _Accepted(msg, msg_id, rollup, size, total)
 
-    def _check_headers(self, msg: InboundMsg) -> PubResult | tuple[str, str, bool]:
-        """The header checks, from Nats-Expected-Stream to Nats-Rollup; returns the msg id, the
-        rollup and whether Nats-TTL failed to parse (reported later, as nats-server does)."""
+    def _check_headers(self, msg: InboundMsg) -> PubResult | tuple[str, str, bool, int | None]:
+        """The header checks, from Nats-Incr to Nats-Rollup; returns the msg id, the rollup,
+        whether Nats-TTL failed to parse (reported later, as nats-server does) and a counter
+        increment."""
         cfg, hdr = self._config, msg.hdr
+        incr = check_increment(hdr, msg.data, cfg.allow_msg_counter)
+        if isinstance(incr, ApiError):
+            return _error(incr)
         has_expected = _HDR_EXPECTED_PREFIX in hdr
         expected_stream = _header(hdr, HDR_EXPECTED_STREAM) if has_expected else None
         if expected_stream and expected_stream != cfg.name:
@@ -620,7 +686,7 @@ class Stream:
             if rollup not in (ROLLUP_SUBJECT, ROLLUP_ALL):
                 err = f"rollup value invalid: {go_quote(rollup)}"
                 return _error(ApiError(errors.STREAM_ROLLUP_FAILED, err=err))
-        return msg_id, rollup, ttl_invalid
+        return msg_id, rollup, ttl_invalid, incr
 
     def _check_expected_seqs(self, msg: InboundMsg) -> ApiError | None:
         hdr = msg.hdr
@@ -662,6 +728,8 @@ class Stream:
     def _store_msg(self, msg: InboundMsg, ts_ns: int, msg_id: str, size: int) -> int:
         seq = self._last_seq + 1
         subject, hdr, data = msg.subject, msg.hdr, msg.data
+        if self._republish is not None:
+            self._queue_republish(seq, subject, hdr, data, ts_ns)
         self._store.append(StoredMsg(seq, subject, hdr, data, ts_ns))
         self._index.add(seq, subject, ts_ns, size, content_fingerprint(hdr, data))
         if hdr and HDR_MSG_TTL_BYTES in hdr:
@@ -673,6 +741,27 @@ class Stream:
             self._dedupe[msg_id] = (seq, ts_ns)
             self._dedupe_order.append((msg_id, seq, ts_ns))
         return seq
+
+    def _queue_republish(self, seq: int, subject: str, hdr: bytes, data: bytes, ts: int) -> None:
+        """RePublish of a message about to be stored as ``seq``: ``Nats-Last-Sequence`` is the
+        subject's last seq before it (read now, before a per-subject limit can remove it)."""
+        assert self._republish is not None
+        target = self._republish.match(subject, random.Random(seq).randrange)
+        if target is None or not is_valid_literal_subject(target):
+            return
+        cfg = self._config
+        assert cfg.republish is not None
+        items = [
+            ("Nats-Stream", cfg.name),
+            ("Nats-Subject", subject),
+            ("Nats-Sequence", str(seq)),
+            ("Nats-Time-Stamp", format_rfc3339nano(ts)),
+            ("Nats-Last-Sequence", str(self._index.last_seq(subject) or 0)),
+        ]
+        if cfg.republish.headers_only:
+            items.append(("Nats-Msg-Size", str(len(data))))
+            data = b""
+        self._republished.append(Republish(target, append_headers(hdr, items), data))
 
     def _index_msg(self, seq: int, subject: str, hdr: bytes, data: bytes, ts_ns: int) -> None:
         size = self._msg_size(subject, hdr, data)
@@ -884,6 +973,14 @@ class Stream:
 
     def _set_config(self, config: StreamConfig) -> None:
         self._config = config
+        # the config passed validation, so the transforms compile
+        transform, republish = config.subject_transform, config.republish
+        self._input_transform = (
+            SubjectTransform.compile(transform.src, transform.dest) if transform else None
+        )
+        self._republish = (
+            SubjectTransform.compile(republish.src, republish.dest) if republish else None
+        )
         self._config_json = config.model_dump_json(exclude_defaults=True).encode()
         self._config_digest = config_hash(self._config_json)
 

@@ -6,9 +6,9 @@ order, so that a bad config gets the same err_code *and* the same text as from n
 first failing check wins, so the order is part of the contract. Pure functions: the caller
 (the meta leader in ``cluster/``) passes the existing streams in and applies the result.
 
-Known gaps (documented, not silent): subject-transform *destination* mappings are checked for
-basic subject validity only (nats-server's ``ValidateMapping`` mapping-function grammar is not
-ported); account limits (max streams, max bytes required) belong to the caller.
+Known gaps (documented, not silent): a mirror's or source's transform *destination* is checked
+when the stream is created, not here (see protocol/subject_transform.py); account limits (max
+streams, max bytes required) belong to the caller.
 
 Must never: do I/O, read clocks, or mutate the configs it is given.
 """
@@ -29,6 +29,7 @@ from protocol.models import (
     StreamSource,
 )
 from protocol.subject_index import SubjectIndex
+from protocol.subject_transform import SubjectTransform, TransformError, validate_mapping
 from protocol.subjects import is_valid_subject
 from protocol.timefmt import NS_PER_MS, NS_PER_S
 
@@ -548,6 +549,11 @@ def _check_transform_and_republish(u: dict[str, Any], pedantic: bool) -> None:
         raise ApiError(
             errors.STREAM_TRANSFORM_INVALID_SOURCE, err=f"invalid subject {transform.src}"
         )
+    if transform is not None:
+        try:
+            validate_mapping(transform.src, transform.dest)
+        except TransformError as exc:
+            raise ApiError(errors.STREAM_TRANSFORM_INVALID_DESTINATION, err=str(exc)) from None
     republish = u["republish"]
     if republish is None:
         return
@@ -569,10 +575,12 @@ def _check_transform_and_republish(u: dict[str, Any], pedantic: bool) -> None:
         src = dest = transform.dest
     if any(subjects_collide(dest, s) for s in subjects):
         raise _invalid("stream configuration for republish destination forms a cycle")
-    if not is_valid_subject(src) or not is_valid_subject(dest):
+    try:
+        SubjectTransform.compile(src, dest)
+    except TransformError:
         raise _invalid(
             f"stream configuration for republish with transform from '{src}' to '{dest}' not valid"
-        )
+        ) from None
     u["republish"] = republish.model_copy(update={"src": src, "dest": dest})
 
 
@@ -693,6 +701,24 @@ def normalize_create(
     if _overlaps_other_stream(cfg, existing, skip=None):
         raise ApiError(errors.STREAM_SUBJECT_OVERLAP)
     return cfg, pedantic
+
+
+def refuse_unsupported(cfg: StreamConfig) -> None:
+    """Settings nats-server acts on that jetraft does not (yet): refused with an error naming
+    them, after every check nats-server makes, so a config nats-server refuses gets its answer.
+    Never accepted and ignored."""
+    mirror = cfg.mirror
+    unsupported = [
+        ("sources", bool(cfg.sources)),
+        ("allow_msg_schedules", cfg.allow_msg_schedules),
+        ("allow_batched", cfg.allow_batched),
+        ("mirror.subject_transforms", mirror is not None and bool(mirror.subject_transforms)),
+        ("mirror.external", mirror is not None and mirror.external is not None),
+        ("mirror.consumer", mirror is not None and mirror.consumer is not None),
+    ]
+    for name, used in unsupported:
+        if used:
+            raise _invalid(f"stream setting {name!r} is not supported by jetraft yet")
 
 
 def _same_config(cfg: StreamConfig, old: StreamConfig) -> bool:

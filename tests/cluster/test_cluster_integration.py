@@ -28,6 +28,7 @@ from nats.aio.client import Client as NATS
 from nats.js.client import JetStreamContext
 from nats.js.errors import NotFoundError
 
+from tests.cluster.replica_views import converged, leader_index, replica_views, settled_leader
 from tests.integration.clients import connect
 from tests.servers import JetraftCluster
 
@@ -36,7 +37,6 @@ pytestmark = pytest.mark.integration
 REPLICAS = 3
 REQUEST_TIMEOUT_S = 5.0
 CONVERGE_TIMEOUT_S = 20.0
-LEADER_SETTLE_S = 0.5
 FAILOVER_TIMEOUT_S = 30.0
 CATCHUP_TIMEOUT_S = 30.0
 RETRY_PUBLISH_TIMEOUT_S = 2.0
@@ -116,80 +116,8 @@ async def _until(cluster: JetraftCluster, cond: Any, timeout_s: float, what: str
         pytest.fail(f"{exc}\n/jsz: {json.dumps(jsz)}\n{cluster.log_tails()}")
 
 
-def _replica_views(
-    cluster: JetraftCluster, stream: str, nodes: Sequence[int] | None = None
-) -> list[dict[str, Any]] | None:
-    """The stream's /jsz entry on each of ``nodes`` (all by default); None if one is missing."""
-    views = []
-    for i in range(len(cluster.nodes)) if nodes is None else nodes:
-        view = cluster.stream_jsz(i, stream)
-        if view is None:
-            return None
-        views.append(view)
-    return views
-
-
-def _converged(
-    cluster: JetraftCluster,
-    stream: str,
-    nodes: Sequence[int] | None = None,
-    **expect: int,
-) -> list[dict[str, Any]] | None:
-    """Every replica at the same applied index with the same digest and state, and that state
-    matching ``expect`` (keys of /jsz ``state``); else None."""
-    views = _replica_views(cluster, stream, nodes)
-    if views is None:
-        return None
-    keys = {
-        (v["applied_index"], v["digest"], json.dumps(v["state"], sort_keys=True)) for v in views
-    }
-    if len(keys) != 1:
-        return None
-    state = views[0]["state"]
-    if any(state[k] != v for k, v in expect.items()):
-        return None
-    return views
-
-
-def _leader_index(
-    cluster: JetraftCluster, stream: str, nodes: Sequence[int] | None = None
-) -> int | None:
-    """The node that says it leads ``stream`` and that every other listed replica agrees on."""
-    views = _replica_views(cluster, stream, nodes)
-    if views is None:
-        return None
-    leaders = [v for v in views if v["is_leader"]]
-    if len(leaders) != 1 or any(v["leader"] != leaders[0]["leader"] for v in views):
-        return None
-    return cluster.index_of(leaders[0]["leader"])
-
-
-async def _leader(cluster: JetraftCluster, stream: str) -> int:
-    """Wait for a settled leader: every replica agrees on it, and on the term, for
-    ``LEADER_SETTLE_S`` in a row. A new stream's first leader may hand over to the placement's
-    preferred peer right after the election; a test that routes around the leader must not pick
-    the one about to step down."""
-    seen: list[Any] = [None, 0.0]  # (leader, term) last polled, and since when
-
-    def poll() -> tuple[int] | None:
-        index = _leader_index(cluster, stream)
-        view = None if index is None else cluster.stream_jsz(index, stream)
-        key = None if view is None else (index, view["term"])
-        now = time.monotonic()
-        if key != seen[0]:
-            seen[0], seen[1] = key, now
-            return None
-        if index is None or now - seen[1] < LEADER_SETTLE_S:
-            return None
-        return (index,)  # a tuple: node 0 leads too, but 0 is not a truthy poll result
-
-    (index,) = await _until(cluster, poll, CONVERGE_TIMEOUT_S, "a settled stream leader")
-    assert isinstance(index, int)
-    return index
-
-
 def _serving_direct(cluster: JetraftCluster, stream: str) -> dict[str, int] | None:
-    views = _replica_views(cluster, stream)
+    views = replica_views(cluster, stream)
     if views is None:
         return None
     return {cluster.names[i]: int(v["direct_gets_served"]) for i, v in enumerate(views)}
@@ -224,7 +152,7 @@ async def test_publishes_through_every_node_get_contiguous_seqs_and_identical_re
             assert sorted(acks) == list(range(1, total + 1))
             views = await _until(
                 cluster,
-                lambda: _converged(cluster, stream, messages=total, last_seq=total),
+                lambda: converged(cluster, stream, messages=total, last_seq=total),
                 CONVERGE_TIMEOUT_S,
                 "all replicas at the same applied index, digest and message count",
             )
@@ -250,7 +178,7 @@ async def test_direct_gets_are_spread_over_every_replica_and_all_correct(
                 assert ack.seq == seq
             await _until(
                 cluster,
-                lambda: _converged(cluster, stream, messages=DIRECT_STREAM_MSGS),
+                lambda: converged(cluster, stream, messages=DIRECT_STREAM_MSGS),
                 CONVERGE_TIMEOUT_S,
                 "replicas converged before the reads",
             )
@@ -307,7 +235,7 @@ async def test_killed_leader_is_replaced_without_losing_acked_publishes_and_catc
     cluster, stream, subject = fresh_jetraft_cluster, "FAILOVER", "fail.x"
     async with _clients(cluster.urls[:1]) as (nc,):
         await _create(nc, stream, ["fail.>"], allow_direct=True)
-    old = await _leader(cluster, stream)
+    old = await settled_leader(cluster, stream, CONVERGE_TIMEOUT_S)
     survivors = [i for i in range(len(cluster.nodes)) if i != old]
     acked: dict[int, int] = {}  # message number -> acked sequence
     async with _clients([cluster.urls[survivors[0]]]) as (nc,):
@@ -327,7 +255,7 @@ async def test_killed_leader_is_replaced_without_losing_acked_publishes_and_catc
             acked[k] = await _publish_retrying(js, subject, k, deadline)
             k += 1
             if new is None:
-                new = _leader_index(cluster, stream, survivors)
+                new = leader_index(cluster, stream, survivors)
                 failover_s = time.monotonic() - killed_at
             else:
                 after_new += 1
@@ -345,7 +273,7 @@ async def test_killed_leader_is_replaced_without_losing_acked_publishes_and_catc
             assert (msg.seq, msg.data) == (seq, f"msg-{k}".encode())
     await _until(
         cluster,
-        lambda: _converged(cluster, stream, survivors, messages=total),
+        lambda: converged(cluster, stream, survivors, messages=total),
         CONVERGE_TIMEOUT_S,
         "the survivors agree",
     )
@@ -353,7 +281,7 @@ async def test_killed_leader_is_replaced_without_losing_acked_publishes_and_catc
     await asyncio.to_thread(cluster.restart, old)
     views = await _until(
         cluster,
-        lambda: _converged(cluster, stream, messages=total, last_seq=total),
+        lambda: converged(cluster, stream, messages=total, last_seq=total),
         CATCHUP_TIMEOUT_S,
         "the restarted node caught up to the same applied index and digest",
     )
@@ -399,7 +327,7 @@ async def test_atomic_batch_commits_whole_on_every_replica(
     async with _clients(cluster.urls) as clients:
         try:
             await _create(clients[0], stream, ["atom.>"], allow_atomic=True, allow_direct=True)
-            leader = await _leader(cluster, stream)
+            leader = await settled_leader(cluster, stream, CONVERGE_TIMEOUT_S)
             # the batch goes in through a follower, so every part crosses a route
             nc = clients[(leader + 1) % len(clients)]
             for _ in range(BATCH_PREFIX_MSGS):
@@ -425,7 +353,7 @@ async def test_atomic_batch_commits_whole_on_every_replica(
             }
             views = await _until(
                 cluster,
-                lambda: _converged(cluster, stream, messages=last, last_seq=last),
+                lambda: converged(cluster, stream, messages=last, last_seq=last),
                 CONVERGE_TIMEOUT_S,
                 "every replica holds the whole batch",
             )
@@ -460,7 +388,7 @@ async def test_ttl_expiry_and_markers_leave_identical_replicas_and_404_everywher
             # replicas settle at the kept message alone, and agree at every step on the way
             views = await _until(
                 cluster,
-                lambda: _converged(cluster, stream, messages=1, first_seq=1, last_seq=3),
+                lambda: converged(cluster, stream, messages=1, first_seq=1, last_seq=3),
                 CONVERGE_TIMEOUT_S,
                 "the message and its marker expired on every replica alike",
             )
@@ -491,7 +419,7 @@ async def test_stream_api_answers_from_a_follower(jetraft_cluster: JetraftCluste
     async with _clients(cluster.urls) as clients:
         try:
             await _create(clients[0], stream, ["apiany.>"])
-            leader = await _leader(cluster, stream)
+            leader = await settled_leader(cluster, stream, CONVERGE_TIMEOUT_S)
             follower = (leader + 1) % len(clients)
             nc = clients[follower]
             await _js(nc).publish("apiany.a", b"x")

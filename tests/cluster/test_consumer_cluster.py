@@ -20,6 +20,7 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js.api import AckPolicy, ConsumerConfig
 
+from tests.cluster.replica_views import converged, leader_index
 from tests.integration.clients import connect, drain_acking
 from tests.servers import JetraftCluster
 
@@ -42,25 +43,6 @@ async def _api(nc: NATS, subject: str, body: dict[str, Any] | None = None) -> di
     reply = await nc.request(f"$JS.API.{subject}", payload, timeout=REQUEST_TIMEOUT_S)
     data: dict[str, Any] = json.loads(reply.data)
     return data
-
-
-def _leader(cluster: JetraftCluster, nodes: list[int]) -> int | None:
-    """The one node among ``nodes`` that says it leads the stream and that the others name."""
-    views = [cluster.stream_jsz(i, STREAM) for i in nodes]
-    if any(v is None for v in views):
-        return None
-    leaders = [i for i, v in zip(nodes, views, strict=True) if v and v["is_leader"]]
-    if len(leaders) != 1:
-        return None
-    name = cluster.nodes[leaders[0]].name
-    return leaders[0] if all(v and v["leader"] == name for v in views) else None
-
-
-def _converged(cluster: JetraftCluster, nodes: list[int]) -> bool:
-    views = [cluster.stream_jsz(i, STREAM) for i in nodes]
-    if any(v is None for v in views):
-        return False
-    return len({(v["applied_index"], v["digest"]) for v in views if v}) == 1
 
 
 async def _info_via(nc: NATS, name: str) -> dict[str, Any] | None:
@@ -104,10 +86,10 @@ async def test_consumer_state_survives_a_leader_kill(fresh_jetraft_cluster: Jetr
         assert info["num_ack_pending"] == FIRST_FETCH - ACKED_FIRST
         assert info["num_pending"] == MSGS - FIRST_FETCH
         deadline = time.monotonic() + CONVERGE_TIMEOUT_S
-        while not _converged(cluster, everyone):
+        while not converged(cluster, STREAM, everyone):
             assert time.monotonic() < deadline, "replicas never reached one consumer state"
             await asyncio.sleep(0.1)
-        leader = _leader(cluster, everyone)
+        leader = leader_index(cluster, STREAM, everyone)
         assert leader is not None
     finally:
         await nc.close()
@@ -120,7 +102,7 @@ async def test_consumer_state_survives_a_leader_kill(fresh_jetraft_cluster: Jetr
         info = None
         while info is None:
             assert time.monotonic() < deadline, "no new leader answered for the consumer"
-            if _leader(cluster, survivors) is not None:
+            if leader_index(cluster, STREAM, survivors) is not None:
                 info = await _info_via(nc, "work")
             if info is None:
                 await asyncio.sleep(0.2)
@@ -151,7 +133,7 @@ async def test_consumer_state_survives_a_leader_kill(fresh_jetraft_cluster: Jetr
 async def _new_leader(cluster: JetraftCluster, old: int) -> int:
     deadline = time.monotonic() + FAILOVER_TIMEOUT_S
     while True:
-        leader = _leader(cluster, [0, 1, 2])
+        leader = leader_index(cluster, STREAM, [0, 1, 2])
         if leader is not None and leader != old:
             return leader
         assert time.monotonic() < deadline, "leadership never moved"
@@ -174,7 +156,9 @@ async def test_stream_and_consumer_leader_stepdown(jetraft_cluster: JetraftClust
         created = await _api(nc, f"CONSUMER.CREATE.{STREAM}.S", body)
         assert "error" not in created, created
         deadline = time.monotonic() + FAILOVER_TIMEOUT_S
-        while (first := _leader(cluster, [0, 1, 2])) is None or not _converged(cluster, [0, 1, 2]):
+        while (first := leader_index(cluster, STREAM, [0, 1, 2])) is None or not converged(
+            cluster, STREAM, [0, 1, 2]
+        ):
             assert time.monotonic() < deadline, "no settled leader"
             await asyncio.sleep(0.1)
         reply = await _api(nc, f"STREAM.LEADER.STEPDOWN.{STREAM}")
@@ -183,7 +167,7 @@ async def test_stream_and_consumer_leader_stepdown(jetraft_cluster: JetraftClust
             "success": True,
         }, reply
         second = await _new_leader(cluster, first)
-        while not _converged(cluster, [0, 1, 2]):
+        while not converged(cluster, STREAM, [0, 1, 2]):
             assert time.monotonic() < deadline, "replicas never caught up"
             await asyncio.sleep(0.1)
         reply = await _api(nc, f"CONSUMER.LEADER.STEPDOWN.{STREAM}.S")

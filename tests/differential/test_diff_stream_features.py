@@ -1,0 +1,218 @@
+"""Differential: stream subject transforms, RePublish and counter streams (ADR-49).
+
+Config errors of ``subject_transform`` and ``republish`` destinations (the mapping grammar),
+the subjects a transform stores (every mapping function, read back through Direct Get), the
+messages RePublish sends (subject, headers in order with the timestamp masked, payload; headers
+only; ``Nats-Last-Sequence`` across a per-subject limit), and counters: PubAck ``val``, the stored
+``{"val":…}`` payload, every increment error and where it sits in the header checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.differential.diff_harness import REPLY_TIMEOUT_S, Differ, Session
+from tests.differential.diff_mask import TS_MASK
+
+pytestmark = pytest.mark.differential
+
+TIME_STAMP = "Nats-Time-Stamp"
+INCR = "Nats-Incr"
+
+BAD_DESTINATIONS = [
+    "{{wildcard(3)}}.x",
+    "{{wildcard()}}.x",
+    "{{wildcard(1,2)}}.x",
+    "{{wildcard(a)}}.x",
+    "{{partition()}}.x",
+    "{{partition(a,1)}}.x",
+    "{{unknown(1)}}.x",
+    "{{left(1,2)}}.x",
+    "{{right(1,2)}}.x",
+    "{{splitfromleft(1)}}.x",
+    "{{splitfromleft(1,2,3)}}.x",
+    "{{split(1)}}.x",
+    "{{split(1,a b)}}.x",
+    "{{random()}}.x",
+    "a..b",
+    "a.>.b",
+    "a.*",
+    "a b.c",
+]
+
+GOOD_DESTINATIONS = [
+    "o.$2.$1",
+    "o.{{wildcard(2)}}.{{Wildcard(1)}}",
+    "o.{{partition(7,1)}}.{{partition(3,1,2)}}.{{partition(5)}}",
+    "o.{{splitfromleft(1,2)}}.{{SplitFromRight(2,3)}}",
+    "o.{{slicefromleft(1,2)}}.{{SliceFromRight(2,3)}}",
+    "o.{{split(1,-)}}.{{ wildcard( 2 ) }}",
+]
+SUBJECT_TAILS = ["ab-cd.efghij", "x.y", "--a-b.1234567", "longtoken.z"]
+
+
+async def test_subject_transform_config_errors(diff: Differ) -> None:
+    async def scenario(s: Session) -> None:
+        for i, dest in enumerate(BAD_DESTINATIONS):
+            body = {
+                "name": s.stream(f"B{i}"),
+                "subjects": [s.subj(f"b{i}.*.*")],
+                "subject_transform": {"src": s.subj(f"b{i}.*.*"), "dest": dest},
+            }
+            await s.create(body, label=f"CREATE transform to {dest!r}")
+        bad_src = {
+            "name": s.stream("BS"),
+            "subjects": [s.subj("bs.>")],
+            "subject_transform": {"src": "a..b", "dest": "x"},
+        }
+        await s.create(bad_src, label="CREATE bad transform source")
+        for i, dest in enumerate(BAD_DESTINATIONS[:6]):
+            body = {
+                "name": s.stream(f"R{i}"),
+                "subjects": [s.subj(f"r{i}.*.*")],
+                "republish": {"src": s.subj(f"r{i}.*.*"), "dest": dest},
+            }
+            await s.create(body, label=f"CREATE republish to {dest!r}")
+
+    await diff.run(scenario)
+
+
+async def test_subject_transform_stores_transformed_subjects(diff: Differ) -> None:
+    async def scenario(s: Session) -> None:
+        for i, dest in enumerate(GOOD_DESTINATIONS):
+            name = s.stream(f"T{i}")
+            prefix = s.subj(f"t{i}")
+            target = dest.replace("o.", f"{s.subj(f'o{i}')}.", 1)
+            body = {
+                "name": name,
+                "subjects": [f"{prefix}.>"],
+                "allow_direct": True,
+                "subject_transform": {"src": f"{prefix}.*.*", "dest": target},
+            }
+            await s.create(body, label=f"CREATE transform to {dest!r}")
+            for tail in [*SUBJECT_TAILS, "only1", "a.b.c"]:
+                await s.publish(f"{prefix}.{tail}", b"m", label=f"PUB t{i} {tail}")
+            await s.api(f"STREAM.INFO.{name}", {"subjects_filter": ">"}, label=f"INFO t{i}")
+            for seq in range(1, len(SUBJECT_TAILS) + 3):
+                await s.direct_get(name, {"seq": seq}, label=f"DG t{i} {seq}")
+
+    await diff.run(scenario)
+
+
+async def _collect(
+    s: Session, subject: str, publish: list[tuple[str, dict[str, str] | None]]
+) -> None:
+    """Subscribe to ``subject``, publish each (subject, headers) with a PubAck, and record every
+    republished message that arrives (subject, headers with the timestamp masked, payload)."""
+    nc = await s.nc()
+    sub = await nc.subscribe(subject)
+    await nc.flush()
+    for i, (target, headers) in enumerate(publish):
+        await s.publish(target, f"p{i}".encode(), headers=headers, label=f"PUB {i} {target}")
+    got: list[Any] = []
+    while True:
+        try:
+            msg = await sub.next_msg(timeout=REPLY_TIMEOUT_S if not got else 0.5)
+        except TimeoutError:
+            break
+        headers = [(k, TS_MASK if k == TIME_STAMP else v) for k, v in (msg.headers or {}).items()]
+        got.append((msg.subject, headers, msg.data))
+    await sub.unsubscribe()
+    s.record(f"republished on {subject}", got)
+    assert got, f"nothing was republished on {subject}"
+
+
+async def test_republish(diff: Differ) -> None:
+    async def scenario(s: Session) -> None:
+        name = s.stream()
+        await s.create(
+            {
+                "name": name,
+                "subjects": [s.subj("in.>")],
+                "max_msgs_per_subject": 1,
+                "republish": {"src": s.subj("in.*.>"), "dest": s.subj("out.{{wildcard(1)}}.>")},
+            }
+        )
+        await _collect(
+            s,
+            s.subj("out.>"),
+            [
+                (s.subj("in.a.x"), None),
+                (s.subj("in.a.x"), {"Foo": "bar"}),
+                (s.subj("in.b.y.z"), None),
+                (s.subj("in.c"), None),  # does not match the republish source
+                (s.subj("in.a.x"), {"Nats-Msg-Id": "m1"}),
+                (s.subj("in.a.x"), {"Nats-Msg-Id": "m1"}),  # a duplicate is not republished
+            ],
+        )
+        headers_only = s.stream("HO")
+        await s.create(
+            {
+                "name": headers_only,
+                "subjects": [s.subj("ho.>")],
+                "republish": {"src": ">", "dest": s.subj("rho.>"), "headers_only": True},
+            },
+            label="CREATE headers only",
+        )
+        await _collect(s, s.subj("rho.>"), [(s.subj("ho.1"), None), (s.subj("ho.2"), {"A": "b"})])
+
+    await diff.run(scenario)
+
+
+async def test_counter_stream(diff: Differ) -> None:
+    async def scenario(s: Session) -> None:
+        name = s.stream()
+        await s.create(
+            {
+                "name": name,
+                "subjects": [s.subj(">")],
+                "allow_msg_counter": True,
+                "allow_direct": True,
+            }
+        )
+        rows: list[tuple[str, dict[str, str] | None, bytes]] = [
+            ("a", {INCR: "5"}, b""),
+            ("a", {INCR: "+3"}, b""),
+            ("a", {INCR: "-10"}, b""),
+            ("b", {INCR: "123456789012345678901234567890"}, b""),
+            ("b", {INCR: "1"}, b""),
+            ("a", {INCR: "0"}, b""),
+            ("a", {INCR: "abc"}, b""),
+            ("a", {INCR: "1.5"}, b""),
+            ("a", {INCR: " 2"}, b""),
+            ("a", {INCR: "1"}, b"payload"),
+            ("a", None, b""),
+            ("a", {"Foo": "bar"}, b""),
+            ("a", {INCR: "1", "Nats-Expected-Stream": name}, b""),
+            ("a", {INCR: "1", "Nats-Expected-Last-Sequence": "6"}, b""),
+            ("a", {INCR: "1", "Nats-Rollup": "sub"}, b""),
+            ("a", {INCR: "1", "Nats-Msg-Id": "d1"}, b""),
+            ("a", {INCR: "1", "Nats-Msg-Id": "d1"}, b""),
+            ("a", {INCR: "abc", "Nats-Expected-Stream": "other"}, b""),
+            ("a", {INCR: "1", "Nats-TTL": "1h"}, b""),
+        ]
+        acks: list[bytes] = []
+        for i, (tail, headers, payload) in enumerate(rows):
+            ack = await s.publish(
+                s.subj(tail), payload, headers=headers, label=f"PUB {i} {tail} {headers}"
+            )
+            acks.append(ack.data)
+        assert b'"val":"-2"' in acks[2], acks[2]
+        await s.direct_get(name, {"last_by_subj": s.subj("a")}, label="DG last a")
+        await s.direct_get(name, {"last_by_subj": s.subj("b")}, label="DG last b")
+        await s.api(f"STREAM.INFO.{name}", label="INFO")
+        # Nats-Incr on a stream without counters
+        plain = s.stream("P")
+        await s.create({"name": plain, "subjects": [s.subj("p.>")]}, label="CREATE plain")
+        await s.publish(s.subj("p.x"), b"", headers={INCR: "1"}, label="PUB incr on plain")
+        await s.publish(s.subj("p.x"), b"", headers={INCR: "zz"}, label="PUB bad incr on plain")
+        # A counter stream cannot turn counting off
+        await s.api(
+            f"STREAM.UPDATE.{name}",
+            {"name": name, "subjects": [s.subj(">")], "allow_direct": True},
+            label="UPDATE counters off",
+        )
+
+    await diff.run(scenario)

@@ -1,0 +1,75 @@
+"""Stream features through nats-py, on nats-server and on jetraft: a KV bucket's republish
+(the clients' ``republish`` option), counters read back as a client would, and the settings
+jetraft does not act on yet, which it refuses naming them instead of accepting and ignoring."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from nats.aio.client import Client as NATS
+from nats.js.api import KeyValueConfig, RePublish
+from nats.js.client import JetStreamContext
+
+from tests.integration.clients import connect
+from tests.servers import ServerProc
+
+REPLY_TIMEOUT_S = 5.0
+
+
+async def test_a_kv_bucket_republishes_its_updates(nc: NATS, js: JetStreamContext) -> None:
+    kv = await js.create_key_value(
+        KeyValueConfig(bucket="B", republish=RePublish(src=">", dest="watch.>"))
+    )
+    sub = await nc.subscribe("watch.>")
+    await kv.put("k", b"v1")
+    await kv.put("k", b"v2")
+    first = await sub.next_msg(timeout=REPLY_TIMEOUT_S)
+    second = await sub.next_msg(timeout=REPLY_TIMEOUT_S)
+    assert first.subject == second.subject == "watch.$KV.B.k"
+    assert (first.data, second.data) == (b"v1", b"v2")
+    assert second.headers is not None
+    assert second.headers["Nats-Stream"] == "KV_B"
+    assert second.headers["Nats-Sequence"] == "2"
+    assert second.headers["Nats-Last-Sequence"] == "1"
+
+
+async def test_a_counter_answers_its_total(nc: NATS, js: JetStreamContext) -> None:
+    await nc.request(
+        "$JS.API.STREAM.CREATE.C",
+        json.dumps({"name": "C", "subjects": ["c.>"], "allow_msg_counter": True}).encode(),
+        timeout=REPLY_TIMEOUT_S,
+    )
+    totals = []
+    for step in ("5", "3", "-1"):
+        ack = await nc.request("c.x", b"", headers={"Nats-Incr": step}, timeout=REPLY_TIMEOUT_S)
+        totals.append(json.loads(ack.data)["val"])
+    assert totals == ["5", "8", "7"]
+    stored = await js.get_last_msg("C", "c.x")
+    assert json.loads(stored.data or b"") == {"val": "7"}
+
+
+@pytest.mark.parametrize(
+    ("setting", "extra"),
+    [
+        ("sources", {"sources": [{"name": "ORIGIN"}]}),
+        ("allow_msg_schedules", {"allow_msg_schedules": True}),
+        ("allow_batched", {"allow_batched": True}),
+    ],
+)
+async def test_settings_jetraft_does_not_act_on_are_refused_by_name(
+    jetraft_server: ServerProc, setting: str, extra: dict[str, object]
+) -> None:
+    client = await connect(jetraft_server.url)
+    try:
+        body = {"name": "S", "subjects": ["s.>"], **extra}
+        reply = await client.request(
+            "$JS.API.STREAM.CREATE.S", json.dumps(body).encode(), timeout=REPLY_TIMEOUT_S
+        )
+        error = json.loads(reply.data)["error"]
+        assert error["err_code"] == 10052
+        assert setting in error["description"]
+        names = await client.request("$JS.API.STREAM.NAMES", b"", timeout=REPLY_TIMEOUT_S)
+        assert json.loads(names.data)["streams"] is None
+    finally:
+        await client.close()
