@@ -52,7 +52,7 @@ from engine.consumer.results import (
     SeqPair,
     TimeoutResult,
 )
-from engine.entries import BatchCommitEntry, LogEntry, MirrorEntry, PublishEntry
+from engine.entries import BatchCommitEntry, LogEntry, MirrorEntry, PublishEntry, SourceEntry
 from engine.stream import Stream
 from protocol import consumer_wire as W
 from protocol import errors as E
@@ -239,7 +239,7 @@ class ConsumerHost:
         """After every apply of this stream's log, on every replica."""
         if not self._leading:
             return
-        if isinstance(entry, PublishEntry | BatchCommitEntry | MirrorEntry):
+        if isinstance(entry, PublishEntry | BatchCommitEntry | MirrorEntry | SourceEntry):
             if self._live:
                 self._schedule_pump()
         elif isinstance(entry, DeleteConsumerEntry):

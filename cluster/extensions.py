@@ -32,3 +32,6 @@ class StreamAttachment:
 
     def on_tick(self) -> None:
         """Called every Raft tick on a clustered replica."""
+
+    def config_changed(self) -> None:
+        """The stream's config was updated (an applied update entry, on every replica)."""

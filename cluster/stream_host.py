@@ -238,7 +238,10 @@ class StreamHost(Generic[Log_co]):
                 self.router.publish(msg.subject, None, msg.hdr, msg.data)
         if isinstance(entry, UpdateConfigEntry):
             self._batches.config_changed(self.config)
-            asyncio.get_running_loop().call_soon(self.refresh_subscriptions)
+            loop = asyncio.get_running_loop()
+            loop.call_soon(self.refresh_subscriptions)
+            for attachment in self.attachments:
+                loop.call_soon(attachment.config_changed)
         # the next expiry is known once this entry is applied (not when it was appended: an
         # ExpireEntry in flight would otherwise be proposed again)
         self._schedule_expiry()

@@ -11,6 +11,8 @@ UTF-8, surrogates passed through so that any ``str`` a parser produced round-tri
 kind takes a new type byte (e.g. the coming batch-commit and expire-by-seq entries); a changed
 body takes a new format version, and decoders keep reading the old one. ``MirrorEntry`` (type 7)
 carries messages copied from a mirror's upstream with their upstream seqs and timestamps.
+``SourceEntry`` (type 8) carries a batch fetched from one of the stream's ``sources``: the
+messages with their upstream seqs, which the sourcing stream stores under seqs of its own.
 Consumer operations share the log and the layout with type bytes 64..79 of their own
 (``engine/consumer/entries.py``); ``encode_entry``/``decode_entry`` hand them over by type byte.
 
@@ -55,6 +57,7 @@ TYPE_EXPIRE: Final = 4
 TYPE_UPDATE_CONFIG: Final = 5
 TYPE_BATCH_COMMIT: Final = 6
 TYPE_MIRROR: Final = 7
+TYPE_SOURCE: Final = 8
 
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
@@ -64,6 +67,7 @@ _PURGE_NUMS = struct.Struct(">QQ")
 _PUBLISH_HEAD = struct.Struct(">qI")
 _MIRROR_HEAD = struct.Struct(">qQQI")  # ts_ns, upstream last seq, covered seq, message count
 _BATCH_TAIL = struct.Struct(">BI")  # eob flag, message count (after ts_ns and the batch id)
+_SOURCE_HEAD = struct.Struct(">QI")  # upstream last seq, message count (after ts and name)
 _MIRRORED_HEAD = struct.Struct(">Qq")  # upstream seq, upstream ts (then subject/hdr/data lengths)
 
 _I64_MIN: Final = -(1 << 63)
@@ -161,6 +165,19 @@ class MirrorEntry:
     covered_seq: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class SourceEntry:
+    """What the stream's leader fetched from one source (``source``: its index name, as
+    nats-server forms it) in one batch, in upstream seq order. Applying it stores each message
+    above the source's position under the stream's next seq, at ``ts_ns``."""
+
+    ts_ns: int
+    source: str
+    msgs: tuple[MirroredMsg, ...]
+    upstream_last_seq: int = 0  # the source's last seq when fetched (its lag; not state)
+    ident: str = ""  # the source stream's identity (engine/sources.py), named in each header
+
+
 Entry = (
     PublishEntry
     | DeleteMsgEntry
@@ -169,6 +186,7 @@ Entry = (
     | UpdateConfigEntry
     | BatchCommitEntry
     | MirrorEntry
+    | SourceEntry
 )
 ConsumerOp = CreateConsumerEntry | DeleteConsumerEntry | DeliverEntry | AckEntry | AckTimeoutEntry
 CONSUMER_OPS: Final = (
@@ -202,6 +220,15 @@ def _enc_str(value: str) -> bytes:
 
 def _enc_bytes(value: bytes) -> bytes:
     return _U32.pack(len(value)) + value
+
+
+def _enc_upstream_msgs(parts: list[bytes], msgs: tuple[MirroredMsg, ...]) -> None:
+    for msg in msgs:
+        _check_u64(msg.seq, "seq")
+        _check_i64(msg.ts_ns, "ts_ns")
+        subject = msg.subject.encode(STR_ENCODING, STR_ERRORS)
+        lens = _MSG_LENS.pack(len(subject), len(msg.hdr), len(msg.data))
+        parts += (_MIRRORED_HEAD.pack(msg.seq, msg.ts_ns), lens, subject, msg.hdr, msg.data)
 
 
 def _body(entry: Entry) -> tuple[int, bytes]:
@@ -249,14 +276,15 @@ def _body(entry: Entry) -> tuple[int, bytes]:
                 entry.ts_ns, entry.upstream_last_seq, entry.covered_seq, len(entry.msgs)
             )
         ]
-        for mirrored in entry.msgs:
-            _check_u64(mirrored.seq, "seq")
-            _check_i64(mirrored.ts_ns, "ts_ns")
-            subject = mirrored.subject.encode(STR_ENCODING, STR_ERRORS)
-            lens = _MSG_LENS.pack(len(subject), len(mirrored.hdr), len(mirrored.data))
-            parts += (_MIRRORED_HEAD.pack(mirrored.seq, mirrored.ts_ns), lens, subject)
-            parts += (mirrored.hdr, mirrored.data)
+        _enc_upstream_msgs(parts, entry.msgs)
         return TYPE_MIRROR, b"".join(parts)
+    if isinstance(entry, SourceEntry):
+        _check_i64(entry.ts_ns, "ts_ns")
+        _check_u64(entry.upstream_last_seq, "upstream_last_seq")
+        parts = [_I64.pack(entry.ts_ns), _enc_str(entry.source), _enc_str(entry.ident)]
+        parts.append(_SOURCE_HEAD.pack(entry.upstream_last_seq, len(entry.msgs)))
+        _enc_upstream_msgs(parts, entry.msgs)
+        return TYPE_SOURCE, b"".join(parts)
     raise TypeError(f"not a log entry: {type(entry).__name__}")
 
 
@@ -324,8 +352,7 @@ def _dec_batch_commit(r: Reader) -> BatchCommitEntry:
     return BatchCommitEntry(ts_ns, batch_id, tuple(msgs), eob == 1)
 
 
-def _dec_mirror(r: Reader) -> MirrorEntry:
-    ts_ns, upstream_last_seq, covered_seq, count = r.unpack(_MIRROR_HEAD)
+def _dec_upstream_msgs(r: Reader, count: int) -> tuple[MirroredMsg, ...]:
     msgs = []
     for _ in range(count):
         seq, msg_ts_ns = r.unpack(_MIRRORED_HEAD)
@@ -333,7 +360,22 @@ def _dec_mirror(r: Reader) -> MirrorEntry:
         subject = r.text(subject_len)
         hdr = r.take(hdr_len)
         msgs.append(MirroredMsg(seq, subject, hdr, r.take(data_len), msg_ts_ns))
-    return MirrorEntry(ts_ns, tuple(msgs), upstream_last_seq, covered_seq)
+    return tuple(msgs)
+
+
+def _dec_mirror(r: Reader) -> MirrorEntry:
+    ts_ns, upstream_last_seq, covered_seq, count = r.unpack(_MIRROR_HEAD)
+    return MirrorEntry(ts_ns, _dec_upstream_msgs(r, count), upstream_last_seq, covered_seq)
+
+
+def _dec_source(r: Reader) -> SourceEntry:
+    (ts_ns,) = r.unpack(_I64)
+    (name_len,) = r.unpack(_U32)
+    source = r.text(name_len)
+    (ident_len,) = r.unpack(_U32)
+    ident = r.text(ident_len)
+    upstream_last_seq, count = r.unpack(_SOURCE_HEAD)
+    return SourceEntry(ts_ns, source, _dec_upstream_msgs(r, count), upstream_last_seq, ident)
 
 
 _DECODERS: dict[int, Callable[[Reader], Entry]] = {
@@ -344,6 +386,7 @@ _DECODERS: dict[int, Callable[[Reader], Entry]] = {
     TYPE_UPDATE_CONFIG: _dec_update,
     TYPE_BATCH_COMMIT: _dec_batch_commit,
     TYPE_MIRROR: _dec_mirror,
+    TYPE_SOURCE: _dec_source,
 }
 
 

@@ -9,9 +9,12 @@ subject only those answer (``$JSC.MF.<stream>``, the cluster's business) with th
 one reply holding up to ``FETCH_MSGS_MAX`` messages in the file store's checksummed record format.
 
 Request (JSON, small): ``{"seq": N}`` or ``{"start_time_ns": T}`` (the first message at or after
-it), optional ``"filter"`` (subject filter; empty = all), ``"max_msgs"``, ``"max_bytes"``.
+it), optional ``"filter"`` (subject filter; empty = all) or ``"filters"`` (a message matching any
+of them; a source with several subject transforms asks so), ``"max_msgs"``, ``"max_bytes"``.
 Reply (binary): ``version u8 | first_seq u64 | last_seq u64 | complete u8 | count u32 |
-records...`` where first/last are the upstream's state when it answered (for the mirror's lag),
+created_ns i64 | records...`` where first/last are the upstream's state when it answered (for the
+mirror's lag), created_ns when the upstream was created (a source's identity: a recreated
+upstream is a different one),
 ``complete`` says the reply holds every matching message through ``last_seq`` (the limits did not
 cut it), then ``count`` MSG records in ascending seq order, every message at or after the start
 that matches the filter, up to the limits (at least one message when any matches, however big).
@@ -32,11 +35,12 @@ from engine import records
 from engine.store import StoredMsg
 from engine.view import StreamView
 
-FETCH_FORMAT_VERSION: Final = 1
+FETCH_FORMAT_VERSION: Final = 2
 FETCH_MSGS_MAX: Final = 1024  # one reply carries at most this many messages...
 FETCH_BYTES_MAX: Final = 4 * 1024 * 1024  # ...and stops after this many record bytes
 FETCH_REQUEST_BYTES_MAX: Final = 64 * 1024
-_HEAD = struct.Struct("<BQQBI")  # version, first, last, complete, count
+FETCH_FILTERS_MAX: Final = 256
+_HEAD = struct.Struct("<BQQBIq")  # version, first, last, complete, count, created_ns
 
 
 class FetchError(ValueError):
@@ -50,6 +54,7 @@ class FetchRequest:
     filter: str = ""
     max_msgs: int = FETCH_MSGS_MAX
     max_bytes: int = FETCH_BYTES_MAX
+    filters: tuple[str, ...] = ()
 
     def encode(self) -> bytes:
         doc: dict[str, object] = {"max_msgs": self.max_msgs, "max_bytes": self.max_bytes}
@@ -59,6 +64,8 @@ class FetchRequest:
             doc["start_time_ns"] = self.start_time_ns
         if self.filter:
             doc["filter"] = self.filter
+        if self.filters:
+            doc["filters"] = list(self.filters)
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
@@ -85,7 +92,14 @@ class FetchRequest:
         subject_filter = doc.get("filter", "")
         if not isinstance(subject_filter, str):
             raise FetchError("fetch request filter is not a string")
-        return cls(filter=subject_filter, **ints)
+        filters = doc.get("filters", [])
+        if (
+            not isinstance(filters, list)
+            or len(filters) > FETCH_FILTERS_MAX
+            or not all(isinstance(f, str) and f for f in filters)
+        ):
+            raise FetchError(f"fetch request filters are not up to {FETCH_FILTERS_MAX} subjects")
+        return cls(filter=subject_filter, filters=tuple(filters), **ints)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +108,7 @@ class FetchReply:
     last_seq: int
     msgs: list[StoredMsg]
     complete: bool = True  # every matching message through last_seq is in msgs
+    created_ns: int = 0  # when the upstream was created
 
     def pending_after(self, seq: int) -> int:
         """Upper bound of the upstream messages above ``seq`` (the mirror's lag)."""
@@ -111,7 +126,7 @@ def answer(view: StreamView, raw_request: bytes) -> bytes:
     seq = max(start, 1)
     complete = False
     while True:
-        msg = view.load_next(seq, req.filter)
+        msg = _next_matching(view, seq, req)
         if msg is None:
             complete = True
             break
@@ -123,14 +138,23 @@ def answer(view: StreamView, raw_request: bytes) -> bytes:
             raise FetchError(str(exc)) from None
         count += 1
         seq = msg.seq + 1
-    head = _HEAD.pack(FETCH_FORMAT_VERSION, view.first_seq, view.last_seq, complete, count)
+    head = _HEAD.pack(
+        FETCH_FORMAT_VERSION, view.first_seq, view.last_seq, complete, count, view.created_ns
+    )
     return head + bytes(body)
+
+
+def _next_matching(view: StreamView, seq: int, req: FetchRequest) -> StoredMsg | None:
+    if not req.filters:
+        return view.load_next(seq, req.filter)
+    found = [m for f in req.filters if (m := view.load_next(seq, f)) is not None]
+    return min(found, key=lambda m: m.seq) if found else None
 
 
 def decode_reply(raw: bytes) -> FetchReply:
     if len(raw) < _HEAD.size:
         raise FetchError(f"fetch reply of {len(raw)} bytes is too short")
-    version, first_seq, last_seq, complete, count = _HEAD.unpack_from(raw)
+    version, first_seq, last_seq, complete, count, created_ns = _HEAD.unpack_from(raw)
     if version != FETCH_FORMAT_VERSION:
         raise FetchError(f"unknown fetch reply version {version}")
     try:
@@ -143,4 +167,4 @@ def decode_reply(raw: bytes) -> FetchReply:
         raise FetchError("fetch reply messages are not in ascending order")
     if complete > 1:
         raise FetchError(f"fetch reply complete flag {complete}")
-    return FetchReply(first_seq, last_seq, msgs, bool(complete))
+    return FetchReply(first_seq, last_seq, msgs, bool(complete), created_ns)

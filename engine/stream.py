@@ -21,7 +21,7 @@ log raise anything but an ``AssertionError`` on a broken internal invariant.
 from __future__ import annotations
 
 import heapq
-import random
+import json
 import struct
 from collections import deque
 from collections.abc import Iterator
@@ -43,7 +43,7 @@ from engine.consumer.results import (
 )
 from engine.consumer.results import ApplyResult as ConsumerApplyResult
 from engine.consumer.retention import removable_seqs
-from engine.counter import check_increment, counter_payload, total_of
+from engine.counter import check_increment, counter_payload, incr_of, total_of
 from engine.digest import (
     MessageSum,
     config_hash,
@@ -64,9 +64,11 @@ from engine.entries import (
     MirrorEntry,
     PublishEntry,
     PurgeEntry,
+    SourceEntry,
     UpdateConfigEntry,
 )
 from engine.index import MsgMeta, StreamIndex, is_match_all
+from engine.sources import HDR_COUNTER_SOURCES, SourceSpec, sourced_counter
 from engine.store import MessageStore, StoredMsg
 from engine.ttl import (
     HDR_MSG_TTL_BYTES,
@@ -81,9 +83,9 @@ from protocol import errors
 from protocol.errors import ApiError
 from protocol.goconv import go_lower, parse_int64_as_uint64
 from protocol.gojson import go_quote
-from protocol.headers import append_headers, get_header, remove_header
+from protocol.headers import append_headers, get_header, remove_header, set_header
 from protocol.models import StreamConfig
-from protocol.subject_transform import SubjectTransform
+from protocol.subject_transform import SubjectTransform, seeded_pick
 from protocol.subjects import is_valid_literal_subject
 from protocol.timefmt import format_rfc3339nano
 
@@ -128,7 +130,8 @@ ERR_MSG_TOO_LARGE: Final = "message too large"
 ERR_STORE_MSG_NOT_FOUND: Final = "no message found"
 ERR_STORE_EOF: Final = "stream store EOF"
 
-META_FORMAT_VERSION: Final = 2  # 2: the consumers' state follows the config
+META_FORMAT_VERSION: Final = 3  # 3: the sources' positions follow the consumers
+META_FORMAT_VERSION_NO_SOURCES: Final = 2  # 2: the consumers' state follows the config
 META_FORMAT_VERSION_NO_CONSUMERS: Final = 1
 # version, applied index, last_seq, first_seq while empty, last_ts_ns, created_ns
 _META_HEAD = struct.Struct(">BQQQqq")
@@ -190,6 +193,18 @@ ApplyResult = (
 )
 
 
+def _source_positions(blob: bytes) -> dict[str, int]:
+    """The meta's source positions (a JSON object of index name -> upstream seq)."""
+    if not blob:
+        return {}
+    doc = json.loads(blob)
+    if not isinstance(doc, dict) or not all(
+        isinstance(k, str) and type(v) is int and v >= 0 for k, v in doc.items()
+    ):
+        raise ValueError("source positions are not a map of names to seqs")
+    return doc
+
+
 class Stream:
     """A stream's state machine over a ``MessageStore``; implements ``engine.view.StreamView``."""
 
@@ -209,6 +224,9 @@ class Stream:
         self._applied_index = 0
         self._created_ns = created_ns
         self.mirror_upstream_last_seq = 0  # see apply_mirror
+        # sources: the upstream seq through which each source (by index name) has been taken
+        self._source_positions: dict[str, int] = {}
+        self.source_upstream_last_seq: dict[str, int] = {}  # their lag, as the log told it
         self.mirror_covered_seq = 0
         self._last_seq = config.first_seq - 1 if config.first_seq > 0 else 0
         self._empty_first_seq = config.first_seq  # first_seq reported while empty (0 when new)
@@ -262,6 +280,8 @@ class Stream:
             return self.apply_batch(index, entry)
         if isinstance(entry, MirrorEntry):
             return self.apply_mirror(index, entry)
+        if isinstance(entry, SourceEntry):
+            return self.apply_source(index, entry)
         if isinstance(entry, CONSUMER_OPS):
             return self.apply_consumer(index, entry)
         raise TypeError(f"not a log entry: {type(entry).__name__}")
@@ -436,6 +456,42 @@ class Stream:
         self._enforce_limits_after_store(subject)
         return True
 
+    def apply_source(self, index: int, entry: SourceEntry) -> list[PubResult]:
+        """Messages the leader fetched from one of the stream's sources (engine/sources.py);
+        the outcome of each one taken.
+
+        Each message above the source's position is stored like a publish, at the entry's
+        time, and the position moves past it whether it was stored or refused (a limit with
+        discard new, a duplicate Nats-Msg-Id): re-proposing a batch after a leader change or a
+        restart takes nothing twice. nats-server retries a refused message for ever; jetraft
+        moves on. An entry for a source no longer configured takes nothing."""
+        self._begin(index)
+        self.source_upstream_last_seq[entry.source] = max(
+            self.source_upstream_last_seq.get(entry.source, 0), entry.upstream_last_seq
+        )
+        spec = self._sources.get(entry.source)
+        results: list[PubResult] = []
+        first_new = self._last_seq + 1
+        if spec is not None:
+            ts_ns = max(entry.ts_ns, self._last_ts_ns)
+            self._expire_dedupe(ts_ns)
+            position = self._source_positions.get(entry.source, 0)
+            for msg in entry.msgs:
+                if msg.seq <= position:
+                    continue
+                position = msg.seq
+                hdr = spec.header(msg.hdr, msg.seq, msg.subject, entry.ident)
+                sourced = InboundMsg(spec.subject(msg.subject, msg.seq), hdr, msg.data)
+                results.append(self._publish_one(sourced, ts_ns, sourced=True))
+            self._source_positions[entry.source] = position
+        self._drop_uninterested(first_new)
+        self._end(index)
+        return results
+
+    def source_position(self, iname: str) -> int:
+        """The upstream seq through which the source named ``iname`` has been taken."""
+        return self._source_positions.get(iname, 0)
+
     def apply_consumer(self, index: int, entry: ConsumerOp) -> ConsumerApplyResult:
         """A consumer operation; with interest or work-queue retention, the messages it leaves
         no consumer wanting are removed in the same apply (the same on every replica)."""
@@ -492,14 +548,14 @@ class Stream:
         transform = self._input_transform
         if transform is None:
             return msgs
-        pick = random.Random(index).randrange
+        pick = seeded_pick(index)
         out: list[InboundMsg] = []
         for msg in msgs:
             subject = transform.match(msg.subject, pick)
             out.append(msg if subject is None else InboundMsg(subject, msg.hdr, msg.data))
         return tuple(out)
 
-    def _counter_total(self, subject: str) -> int | ApiError:
+    def _counter_total(self, subject: str) -> int | ApiError:  # for atomic batches
         """The subject's current counter total (0 when it has none yet)."""
         last = self._index.last_seq(subject)
         stored = self._store.load(last) if last else None
@@ -578,8 +634,8 @@ class Stream:
             return None
         return msg_id
 
-    def _publish_one(self, msg: InboundMsg, ts_ns: int) -> PubResult:
-        checked = self._check_publish(msg)
+    def _publish_one(self, msg: InboundMsg, ts_ns: int, sourced: bool = False) -> PubResult:
+        checked = self._check_publish(msg, sourced)
         if isinstance(checked, PubResult):
             return checked
         msg = checked.msg
@@ -593,9 +649,12 @@ class Stream:
             return PubResult(seq, val=str(checked.total))
         return PubResult(seq)
 
-    def _check_publish(self, msg: InboundMsg) -> PubResult | _Accepted:
+    def _check_publish(self, msg: InboundMsg, sourced: bool = False) -> PubResult | _Accepted:
         """nats-server's publish checks, in the order the v2.15.1 binary applies them (probed;
-        see docs/nats-differences.md §5: the main-branch source checks the sizes later)."""
+        see docs/nats-differences.md §5: the main-branch source checks the sizes later).
+        ``sourced``: the message came from one of the stream's sources (engine/sources.py),
+        which lifts the checks nats-server lifts for those (its own source header, TTLs the
+        stream does not enforce, increments that are totals)."""
         cfg = self._config
         hdr = msg.hdr
         size = self._msg_size(msg.subject, hdr, msg.data)
@@ -617,7 +676,7 @@ class Stream:
             return _error(ApiError(errors.STREAM_HEADER_EXCEEDS_MAXIMUM))
         msg_id, rollup, ttl_invalid, incr = "", "", False, None
         if hdr and _HDR_NATS_PREFIX in hdr:
-            checked = self._check_headers(msg)
+            checked = self._check_headers(msg, sourced)
             if isinstance(checked, PubResult):
                 return checked
             msg_id, rollup, ttl_invalid, incr = checked
@@ -625,13 +684,13 @@ class Stream:
         if cfg.allow_msg_counter:
             if incr is None:
                 return _error(ApiError(errors.MESSAGE_INCR_MISSING))
-            previous = self._counter_total(msg.subject)
-            if isinstance(previous, ApiError):
-                return _error(previous)
-            total = previous + incr
+            counted = self._count(msg.subject, hdr, msg.data, incr, sourced)
+            if isinstance(counted, ApiError):
+                return _error(counted)
+            hdr, total = counted
             msg = InboundMsg(msg.subject, hdr, counter_payload(total))
             size = self._msg_size(msg.subject, hdr, msg.data)
-        if ttl_invalid:
+        if ttl_invalid and not sourced:
             return _error(ApiError(errors.MESSAGE_TTL_INVALID))
         if cfg.subject_delete_marker_ttl > 0 and HDR_MSG_TTL_BYTES in hdr:
             raised = raise_to_marker_floor(hdr, cfg)
@@ -643,12 +702,36 @@ class Stream:
             return _error(ApiError(errors.STREAM_STORE_FAILED, err=limit_error))
         return _Accepted(msg, msg_id, rollup, size, total)
 
-    def _check_headers(self, msg: InboundMsg) -> PubResult | tuple[str, str, bool, int | None]:
+    def _count(
+        self, subject: str, hdr: bytes, data: bytes, incr: int, sourced: bool
+    ) -> tuple[bytes, int] | ApiError:
+        """A counter message's header and new total: the increment added to the subject's
+        total, or for a sourced message the change in its source's total."""
+        last = self._index.last_seq(subject)
+        previous = self._store.load(last) if last else None
+        total = total_of(previous.data) if previous is not None else 0
+        if isinstance(total, ApiError):
+            return total
+        previous_hdr = previous.hdr if previous is not None else None
+        if sourced and get_header(hdr, HDR_STREAM_SOURCE):
+            return sourced_counter(hdr, data, previous_hdr, total)
+        # the totals seen from sources stay recorded on the subject's latest message
+        seen = get_header(previous_hdr, HDR_COUNTER_SOURCES) if previous_hdr else None
+        if seen:
+            hdr = set_header(hdr, HDR_COUNTER_SOURCES, seen)
+        return hdr, total + incr
+
+    def _check_headers(
+        self, msg: InboundMsg, sourced: bool = False
+    ) -> PubResult | tuple[str, str, bool, int | None]:
         """The header checks, from Nats-Incr to Nats-Rollup; returns the msg id, the rollup,
         whether Nats-TTL failed to parse (reported later, as nats-server does) and a counter
         increment."""
         cfg, hdr = self._config, msg.hdr
-        incr = check_increment(hdr, msg.data, cfg.allow_msg_counter)
+        if sourced:
+            incr = incr_of(hdr)
+        else:
+            incr = check_increment(hdr, msg.data, cfg.allow_msg_counter)
         if isinstance(incr, ApiError):
             return _error(incr)
         has_expected = _HDR_EXPECTED_PREFIX in hdr
@@ -661,13 +744,13 @@ class Stream:
             # A TTL that does not parse passes this check (ttl_s 0) and fails later with 10165,
             # even on a stream without TTLs (stream.go standalone order; probed).
             ttl_s, ttl_ok = parse_message_ttl(ttl_value)
-            if ttl_s != 0 and not cfg.allow_msg_ttl:
+            if ttl_s != 0 and not cfg.allow_msg_ttl and not sourced:
                 return _error(ApiError(errors.MESSAGE_TTL_DISABLED))
             ttl_invalid = not ttl_ok
         error = self._check_expected_seqs(msg) if has_expected else None
         if error is not None:
             return _error(error)
-        if _header(hdr, HDR_STREAM_SOURCE):
+        if not sourced and _header(hdr, HDR_STREAM_SOURCE):
             return _error(ApiError(errors.MESSAGE_SOURCE_HEADER_NOT_ALLOWED))
         msg_id = _header(hdr, HDR_MSG_ID) or ""
         if msg_id and cfg.mirror is None:
@@ -746,7 +829,7 @@ class Stream:
         """RePublish of a message about to be stored as ``seq``: ``Nats-Last-Sequence`` is the
         subject's last seq before it (read now, before a per-subject limit can remove it)."""
         assert self._republish is not None
-        target = self._republish.match(subject, random.Random(seq).randrange)
+        target = self._republish.match(subject, seeded_pick(seq))
         if target is None or not is_valid_literal_subject(target):
             return
         cfg = self._config
@@ -981,6 +1064,7 @@ class Stream:
         self._republish = (
             SubjectTransform.compile(republish.src, republish.dest) if republish else None
         )
+        self._sources = {spec.iname: spec for spec in map(SourceSpec.of, config.sources or ())}
         self._config_json = config.model_dump_json(exclude_defaults=True).encode()
         self._config_digest = config_hash(self._config_json)
 
@@ -1187,6 +1271,11 @@ class Stream:
 
     def _encode_meta(self) -> bytes:
         msg_id = self._last_msg_id.encode("utf-8", "surrogatepass")
+        positions = (
+            json.dumps(self._source_positions, sort_keys=True).encode()
+            if self._source_positions
+            else b""
+        )
         return b"".join(
             (
                 _META_HEAD.pack(
@@ -1203,6 +1292,8 @@ class Stream:
                 self._config_json,
                 _U32.pack(len(self._consumers_blob)),
                 self._consumers_blob,
+                _U32.pack(len(positions)),
+                positions,
             )
         )
 
@@ -1210,7 +1301,11 @@ class Stream:
         try:
             head = _META_HEAD.unpack_from(meta, 0)
             version, applied, last_seq, empty_first, last_ts_ns, created_ns = head
-            if version not in (META_FORMAT_VERSION, META_FORMAT_VERSION_NO_CONSUMERS):
+            if version not in (
+                META_FORMAT_VERSION,
+                META_FORMAT_VERSION_NO_SOURCES,
+                META_FORMAT_VERSION_NO_CONSUMERS,
+            ):
                 raise StreamMetaError(f"unknown meta version {version}")
             pos = _META_HEAD.size
             (id_len,) = _U32.unpack_from(meta, pos)
@@ -1221,20 +1316,27 @@ class Stream:
             pos += _U32.size
             config_json = meta[pos : pos + cfg_len]
             pos += cfg_len
-            consumers_blob = b""
-            if version == META_FORMAT_VERSION:
+            consumers_blob = positions_blob = b""
+            if version >= META_FORMAT_VERSION_NO_SOURCES:
                 (blob_len,) = _U32.unpack_from(meta, pos)
                 pos += _U32.size
                 consumers_blob = meta[pos : pos + blob_len]
+                pos += blob_len
+            if version >= META_FORMAT_VERSION:
+                (blob_len,) = _U32.unpack_from(meta, pos)
+                pos += _U32.size
+                positions_blob = meta[pos : pos + blob_len]
                 pos += blob_len
             if pos != len(meta):
                 raise StreamMetaError("meta length mismatch")
             config = StreamConfig.model_validate_json(config_json)
             consumers = ConsumerSet.from_json(consumers_blob) if consumers_blob else ConsumerSet()
+            positions = _source_positions(positions_blob)
         except (struct.error, UnicodeDecodeError, ValidationError, ValueError) as exc:
             raise StreamMetaError(f"bad stream meta: {exc}") from None
         self.consumers = consumers
         self._consumers_blob = bytes(consumers_blob)
+        self._source_positions = positions
         self._applied_index = applied
         self._last_seq = last_seq
         self._empty_first_seq = empty_first

@@ -20,6 +20,11 @@ class StreamView(Protocol):
     def name(self) -> str: ...
 
     @property
+    def created_ns(self) -> int:
+        """When the stream was created (a source's identity is derived from it)."""
+        ...
+
+    @property
     def first_seq(self) -> int:
         """Sequence of the first live message; last_seq+1 when the stream is empty."""
         ...

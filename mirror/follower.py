@@ -10,8 +10,9 @@ One ``MirrorFollower`` is attached to every host (replica) of a stream whose con
   sequences, subjects, headers and timestamps, and applying skips anything at or below the
   mirror's last sequence, so a re-proposal after a leader change or a restart of either side
   neither duplicates nor leaves a gap. Far behind, each round trip moves up to
-  ``FETCH_MSGS_MAX`` messages; caught up, it polls every ``MIRROR_IDLE_POLL_S``; when the
-  upstream does not answer (offline), it retries with backoff and reports the error.
+  ``FETCH_MSGS_MAX`` messages; caught up, it polls every ``IDLE_POLL_S``; when the upstream
+  does not answer (offline), it retries with backoff and reports the error
+  (``mirror/upstream.py``'s ``follow`` loop, shared with sources).
 * **Mirror Direct Get** (every replica, ``mirror_direct``): once fewer than
   ``MIRROR_DIRECT_CAUGHT_UP_PENDING`` upstream messages are missing (nats-server's
   ``dgetCaughtUpThresh``) and the replica itself is caught up, queue-subscribe in ``_sys_`` to
@@ -28,30 +29,21 @@ Must never: store anything but what the upstream returned, or propose from a non
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-import secrets
 import time
 from typing import Any, Final
 
 from cluster.extensions import StreamAttachment
-from cluster.mirror_fetch_responder import MIRROR_FETCH_PREFIX
 from cluster.router import Router
 from cluster.stream_host import AnyStreamHost
 from engine.entries import MirroredMsg, MirrorEntry
-from engine.mirror_fetch import FETCH_MSGS_MAX, FetchError, FetchRequest, decode_reply
-from protocol.errors import ApiError
-from protocol.timefmt import parse_rfc3339_unix_ns
+from engine.mirror_fetch import FETCH_MSGS_MAX, FetchRequest
+from mirror.upstream import UpstreamClient, follow, start_time_ns
 
 log = logging.getLogger("jetraft.mirror")
 
-MIRROR_FETCH_TIMEOUT_S: Final = 2.0
-MIRROR_IDLE_POLL_S: Final = 0.05
-MIRROR_RETRY_MIN_S: Final = 0.1
-MIRROR_RETRY_MAX_S: Final = 2.0
 MIRROR_DIRECT_CAUGHT_UP_PENDING: Final = 10  # nats-server's dgetCaughtUpThresh
 MIRROR_ACTIVE_NEVER: Final = -1
-_INBOX_PREFIX: Final = "$JSC.MR."
 
 
 class MirrorFollower(StreamAttachment):
@@ -68,10 +60,7 @@ class MirrorFollower(StreamAttachment):
         self.position = 0  # the highest upstream seq known to be covered (stored or nothing live)
         self.last_contact_ns = 0
         self._closing = False
-        self._inbox = f"{_INBOX_PREFIX}{secrets.token_hex(6)}"
-        self._inbox_sub = self.router.subscribe_internal(self._inbox + ".*", self._on_reply)
-        self._next_reply = itertools.count(1)
-        self._waiting: dict[str, asyncio.Future[tuple[bytes | None, bytes]]] = {}
+        self._upstream = UpstreamClient(self.router)
         self._task: asyncio.Task[None] | None = None
 
     # --- StreamAttachment ---------------------------------------------------------------------
@@ -84,9 +73,7 @@ class MirrorFollower(StreamAttachment):
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         self._set_direct(False)
-        self.router.remove(self._inbox_sub)
-        for future in self._waiting.values():
-            future.cancel()
+        self._upstream.close()
 
     def info(self) -> dict[str, Any]:
         """STREAM.INFO's ``mirror`` object (nats-server's StreamSourceInfo)."""
@@ -127,26 +114,19 @@ class MirrorFollower(StreamAttachment):
     async def _run(self) -> None:
         if self.external:
             self.error = "external upstreams are not supported by jetraft (no domains)"
-        delay = MIRROR_RETRY_MIN_S
-        while not self._closing:
-            self._refresh_direct()
-            if self.external or not self._may_propose():
-                await asyncio.sleep(MIRROR_IDLE_POLL_S * 4)
-                continue
-            try:
-                moved = await self._follow_once()
-            except (TimeoutError, FetchError) as exc:
-                self.error = f"upstream {self.upstream} unavailable: {exc or 'timeout'}"
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, MIRROR_RETRY_MAX_S)
-                continue
-            except ApiError:
-                await asyncio.sleep(MIRROR_IDLE_POLL_S)  # lost leadership meanwhile
-                continue
-            self.error = None
-            delay = MIRROR_RETRY_MIN_S
-            if not moved:
-                await asyncio.sleep(MIRROR_IDLE_POLL_S)
+        await follow(
+            self._follow_once,
+            ready=self._ready_to_follow,
+            closing=lambda: self._closing,
+            failed=self._failed,
+        )
+
+    def _ready_to_follow(self) -> bool:
+        self._refresh_direct()
+        return not self.external and self._may_propose()
+
+    def _failed(self, why: str | None) -> None:
+        self.error = None if why is None else f"upstream {self.upstream} unavailable: {why}"
 
     async def _follow_once(self) -> bool:
         """One fetch and (when it brought anything new) one proposal; whether it moved."""
@@ -161,14 +141,11 @@ class MirrorFollower(StreamAttachment):
                 start = 0
         request = FetchRequest(
             seq=start,
-            start_time_ns=_time_ns(mirror_cfg.opt_start_time) if start == 0 else 0,
+            start_time_ns=start_time_ns(mirror_cfg.opt_start_time) if start == 0 else 0,
             filter=self.filter,
             max_msgs=FETCH_MSGS_MAX,
         )
-        hdr, data = await self._request(MIRROR_FETCH_PREFIX + self.upstream, request.encode())
-        if hdr and hdr.startswith(b"NATS/1.0 ") and not data:
-            raise FetchError(hdr.split(b"\r\n", 1)[0][9:].decode(errors="replace"))
-        reply = decode_reply(data)
+        reply = await self._upstream.fetch(self.upstream, request)
         self.last_contact_ns = time.time_ns()
         self.upstream_last_seq = reply.last_seq
         fresh = tuple(
@@ -196,24 +173,6 @@ class MirrorFollower(StreamAttachment):
             return True
         return (self._logged_pending() >= threshold) != (self.pending >= threshold)
 
-    async def _request(self, subject: str, payload: bytes) -> tuple[bytes | None, bytes]:
-        reply = f"{self._inbox}.{next(self._next_reply)}"
-        future: asyncio.Future[tuple[bytes | None, bytes]] = (
-            asyncio.get_running_loop().create_future()
-        )
-        self._waiting[reply] = future
-        try:
-            if not self.router.publish(subject, reply, None, payload):
-                raise TimeoutError("no responders")
-            return await asyncio.wait_for(future, MIRROR_FETCH_TIMEOUT_S)
-        finally:
-            self._waiting.pop(reply, None)
-
-    def _on_reply(self, subject: str, _reply: str | None, hdr: bytes | None, data: bytes) -> None:
-        future = self._waiting.get(subject)
-        if future is not None and not future.done():
-            future.set_result((hdr, data))
-
     # --- mirror Direct Get --------------------------------------------------------------------
     def _refresh_direct(self) -> None:
         want = (
@@ -230,16 +189,6 @@ class MirrorFollower(StreamAttachment):
         # the host's own responder answers for the upstream's name too (same engine, same
         # parked read-your-writes requests); stopping answers what is parked under that name
         self.host.direct.serve(self.upstream, want)
-
-
-def _time_ns(value: str | None) -> int:
-    """``opt_start_time`` (RFC 3339, validated with the config) in ns; 0 when unset."""
-    if not value:
-        return 0
-    try:
-        return max(parse_rfc3339_unix_ns(value), 0)
-    except ValueError:
-        return 0
 
 
 def attach(host: AnyStreamHost) -> MirrorFollower | None:

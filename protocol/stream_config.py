@@ -390,7 +390,9 @@ def _check_mirror(
     u["mirror_direct"] = origin.allow_direct
 
 
-def _source_index_name(src: StreamSource) -> str:
+def source_index_name(src: StreamSource) -> str:
+    """nats-server's ``iname``: ``name[:api][:C=consumer] <filters> <destinations>``; it names a
+    source in ``Nats-Stream-Source`` headers and in the sourcing stream's positions."""
     name = src.name
     if src.external is not None:
         name += ":" + src.external.api
@@ -415,7 +417,7 @@ def _check_sources(
     for src in sources:
         if not is_valid_stream_name(src.name):
             raise ApiError(errors.SOURCE_INVALID_STREAM_NAME)
-        iname = _source_index_name(src)
+        iname = source_index_name(src)
         if iname in index_names:
             raise ApiError(errors.SOURCE_DUPLICATE_DETECTED)
         index_names.add(iname)
@@ -708,8 +710,10 @@ def refuse_unsupported(cfg: StreamConfig) -> None:
     them, after every check nats-server makes, so a config nats-server refuses gets its answer.
     Never accepted and ignored."""
     mirror = cfg.mirror
+    sources = cfg.sources or []
     unsupported = [
-        ("sources", bool(cfg.sources)),
+        ("sources[].external", any(src.external is not None for src in sources)),
+        ("sources[].consumer", any(src.consumer is not None for src in sources)),
         ("allow_msg_schedules", cfg.allow_msg_schedules),
         ("allow_batched", cfg.allow_batched),
         ("mirror.subject_transforms", mirror is not None and bool(mirror.subject_transforms)),

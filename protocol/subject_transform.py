@@ -13,12 +13,11 @@ as nats-server's patterns are.
 deterministic (the stream state machine, which every replica runs) pass ``pick``: a source of
 numbers they derive from the log, so every replica draws the same "random" partition.
 
-Must never: do I/O, read clocks, or use unseeded randomness unless the caller asked for it.
+Must never: do I/O, read clocks, or draw random numbers of its own.
 """
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ INT64_MIN = -(2**63)
 FNV32_OFFSET = 2166136261
 FNV32_PRIME = 16777619
 UINT32_MASK = 0xFFFFFFFF
+_U64_MASK = (1 << 64) - 1
 
 # nats-server's error texts (errors.go)
 ERR_BAD_SUBJECT = "invalid subject"
@@ -246,8 +246,24 @@ def _split(token: str, delimiter: str) -> str:
 Pick = Callable[[int], int]  # a number in [0, n) for random(n)
 
 
-def _default_pick(n: int) -> int:
-    return random.randrange(n)
+def seeded_pick(seed: int) -> Pick:
+    """A reproducible stream of picks from ``seed`` (splitmix64): what the state machine uses
+    for ``random()``, seeded from the log, so every replica draws the same numbers."""
+    state = seed & _U64_MASK
+
+    def pick(n: int) -> int:
+        nonlocal state
+        state = (state + 0x9E3779B97F4A7C15) & _U64_MASK
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _U64_MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _U64_MASK
+        return (z ^ (z >> 31)) % n
+
+    return pick
+
+
+def _no_pick(n: int) -> int:
+    raise ValueError("a transform with random() needs the caller's pick")
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,7 +303,7 @@ class SubjectTransform:
                 raise _err(ERR_INDEX_OUT_OF_RANGE, part.text)
         return cls(src, dest, tuple(src_tokens), tuple(compiled))
 
-    def match(self, subject: str, pick: Pick = _default_pick) -> str | None:
+    def match(self, subject: str, pick: Pick = _no_pick) -> str | None:
         """The transformed subject, or None when ``subject`` is not a valid literal subject or
         does not match ``src`` (callers then keep it unchanged, as nats-server does)."""
         if self.src == FULL_WILDCARD and self.dest == FULL_WILDCARD:

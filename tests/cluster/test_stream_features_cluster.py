@@ -40,20 +40,28 @@ async def _api(nc: NATS, subject: str, body: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-async def _increment(nc: NATS, step: int, msg_id: str, deadline: float) -> int:
-    """One increment, retried with the same msg id until a PubAck comes; the total it reports
-    (a retry of an increment already stored answers as a duplicate, without a total: -1)."""
-    headers = {"Nats-Incr": str(step), "Nats-Msg-Id": msg_id}
+async def _acked(
+    nc: NATS, subject: str, payload: bytes, headers: dict[str, str], deadline: float
+) -> dict[str, Any]:
+    """A publish retried (with the same headers, so the same Nats-Msg-Id) until a PubAck comes:
+    the PubAck. A retry of a publish already stored answers as a duplicate."""
     while True:
         try:
-            ack = await nc.request("ctr.a", b"", headers=headers, timeout=REQUEST_TIMEOUT_S)
-            body = json.loads(ack.data)
+            ack = await nc.request(subject, payload, headers=headers, timeout=REQUEST_TIMEOUT_S)
+            body: dict[str, Any] = json.loads(ack.data)
             if "error" not in body:
-                return int(body["val"]) if "val" in body else -1
+                return body
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
             pass
-        assert time.monotonic() < deadline, f"increment {msg_id} never acknowledged"
+        assert time.monotonic() < deadline, f"{subject} {headers} never acknowledged"
         await asyncio.sleep(0.1)
+
+
+async def _increment(nc: NATS, step: int, msg_id: str, deadline: float) -> int:
+    """One increment; the total its PubAck reports (-1 for a duplicate: it has none)."""
+    headers = {"Nats-Incr": str(step), "Nats-Msg-Id": msg_id}
+    body = await _acked(nc, "ctr.a", b"", headers, deadline)
+    return int(body["val"]) if "val" in body else -1
 
 
 async def test_counter_and_republish_survive_a_leader_kill(
@@ -126,3 +134,52 @@ async def test_counter_and_republish_survive_a_leader_kill(
     finally:
         await client.close()
         await watcher.close()
+
+
+async def test_a_source_is_taken_exactly_once_across_a_leader_kill(
+    fresh_jetraft_cluster: JetraftCluster,
+) -> None:
+    cluster = fresh_jetraft_cluster
+    nc = await connect(cluster.urls[0])
+    try:
+        for body in (
+            {"name": "ORG", "subjects": ["org.>"], "num_replicas": 3},
+            {"name": "SRC", "num_replicas": 3, "sources": [{"name": "ORG"}]},
+        ):
+            created = await _api(nc, f"STREAM.CREATE.{body['name']}", body)
+            assert "error" not in created, created
+        leader = await settled_leader(cluster, "SRC", FAILOVER_TIMEOUT_S)
+        deadline = time.monotonic() + FAILOVER_TIMEOUT_S
+        for n in range(1, PER_PHASE + 1):
+            await _acked(nc, f"org.{n % 3}", b"x", {"Nats-Msg-Id": f"m{n}"}, deadline)
+        await cluster.await_for(
+            lambda: converged(cluster, "SRC", messages=PER_PHASE),
+            CONVERGE_TIMEOUT_S,
+            "the first half sourced everywhere",
+        )
+    finally:
+        await nc.close()
+
+    cluster.kill(leader)
+    survivors = [i for i in range(3) if i != leader]
+    nc = await connect(cluster.urls[survivors[0]])
+    try:
+        deadline = time.monotonic() + FAILOVER_TIMEOUT_S
+        for n in range(PER_PHASE + 1, 2 * PER_PHASE + 1):
+            await _acked(nc, f"org.{n % 3}", b"x", {"Nats-Msg-Id": f"m{n}"}, deadline)
+        await cluster.await_for(
+            lambda: converged(cluster, "SRC", survivors, messages=2 * PER_PHASE),
+            CONVERGE_TIMEOUT_S,
+            "every message sourced by the new leader",
+        )
+        origins = []
+        for seq in range(1, 2 * PER_PHASE + 1):
+            reply = await nc.request(
+                "$JS.API.STREAM.MSG.GET.SRC", json.dumps({"seq": seq}).encode(), timeout=5.0
+            )
+            hdrs = base64.b64decode(json.loads(reply.data)["message"]["hdrs"]).decode()
+            source = next(line for line in hdrs.split("\r\n") if line.startswith("Nats-Stream"))
+            origins.append(int(source.split(" ")[2]))  # "Nats-Stream-Source: ORG <seq> ..."
+        assert origins == list(range(1, 2 * PER_PHASE + 1))
+    finally:
+        await nc.close()

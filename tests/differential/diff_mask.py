@@ -27,8 +27,8 @@ ID_KEYS = frozenset({"id", "server_id", "client_id", "xkey", "nonce"})
 VERSION_KEYS = frozenset({"_nats.ver", "version", "git_commit", "go"})
 SERVER_IDENTITY_KEYS = frozenset({"server_name", "port"})
 # (parent key, key): masked only inside that parent object.
-# a mirror's "active" is nanoseconds since it last heard from its upstream
-NESTED_MASKED_KEYS = frozenset({("cluster", "leader"), ("mirror", "active")})
+# a mirror's or source's "active" is nanoseconds since it last heard from its upstream
+NESTED_MASKED_KEYS = frozenset({("cluster", "leader"), ("mirror", "active"), ("sources", "active")})
 
 TIME_STAMP_HEADER = re.compile(rb"(?m)^(Nats-Time-Stamp: )([^\r\n]*)(\r?)$")
 

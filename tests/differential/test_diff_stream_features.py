@@ -9,17 +9,21 @@ only; ``Nats-Last-Sequence`` across a per-subject limit), and counters: PubAck `
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
+from engine.sources import stream_identity
+from protocol.timefmt import parse_rfc3339_unix_ns
 from tests.differential.diff_harness import REPLY_TIMEOUT_S, Differ, Session
-from tests.differential.diff_mask import TS_MASK
+from tests.differential.diff_mask import TS_MASK, mask_json
 
 pytestmark = pytest.mark.differential
 
 TIME_STAMP = "Nats-Time-Stamp"
 INCR = "Nats-Incr"
+COUNTER_SOURCES = "Nats-Counter-Sources"
 
 BAD_DESTINATIONS = [
     "{{wildcard(3)}}.x",
@@ -214,5 +218,142 @@ async def test_counter_stream(diff: Differ) -> None:
             {"name": name, "subjects": [s.subj(">")], "allow_direct": True},
             label="UPDATE counters off",
         )
+
+    await diff.run(scenario)
+
+
+async def _identities(s: Session, *streams: str) -> dict[str, str]:
+    """What each stream's identity is, derived from its creation time as jetraft derives it."""
+    out = {}
+    for name in streams:
+        info = (await s.api(f"STREAM.INFO.{name}", record=False)).json
+        out[name] = stream_identity(parse_rfc3339_unix_ns(info["created"]))
+    return out
+
+
+def _checked_ident(value: str, identities: dict[str, str]) -> str:
+    """A Nats-Stream-Source value with its trailing identity (a hash of the source's creation
+    time, different on each server) replaced by whether it is the source's identity."""
+    head, _, ident = value.rpartition(" ")
+    return f"{head} <identity {'ok' if identities.get(head.split(' ')[0]) == ident else ident}>"
+
+
+async def _stored(s: Session, stream: str, count: int, identities: dict[str, str]) -> list[Any]:
+    """Every message of ``stream`` (seqs 1..count) as (subject, headers, payload), sorted: two
+    sources feed a stream in no fixed order, so the seqs each message gets may differ."""
+    nc = await s.nc()
+    out = []
+    for seq in range(1, count + 1):
+        msg = await nc.request(
+            f"$JS.API.DIRECT.GET.{stream}", f'{{"seq":{seq}}}'.encode(), timeout=REPLY_TIMEOUT_S
+        )
+        headers = [
+            (k, _checked_ident(v, identities) if k == "Nats-Stream-Source" else v)
+            for k, v in (msg.headers or {}).items()
+            if k not in (TIME_STAMP, "Nats-Sequence")
+        ]
+        out.append((msg.headers.get("Nats-Subject") if msg.headers else None, headers, msg.data))
+    return sorted(out, key=repr)
+
+
+async def _record_sorted_sources(s: Session, label: str, reply: Any) -> None:
+    """A reply with its ``sources`` state in name order (nats-server lists them in map order)."""
+    body = mask_json(reply.json)
+    if isinstance(body.get("sources"), list):
+        body["sources"] = sorted(body["sources"], key=lambda item: item.get("name", ""))
+    s.record(label, body)
+
+
+async def test_sources(diff: Differ) -> None:
+    async def scenario(s: Session) -> None:
+        o1, o2 = s.stream("O1"), s.stream("O2")
+        await s.create({"name": o1, "subjects": [s.subj("o1.>")]}, label="CREATE O1")
+        await s.create({"name": o2, "subjects": [s.subj("o2.>")]}, label="CREATE O2")
+        await s.publish(s.subj("o1.a"), b"1", headers={"Foo": "bar"}, label="PUB o1.a")
+        await s.publish(s.subj("o1.b"), b"2", label="PUB o1.b")
+        await s.publish(s.subj("o2.a"), b"3", headers={"Nats-Msg-Id": "x"}, label="PUB o2.a")
+        await s.publish(s.subj("o2.b"), b"4", label="PUB o2.b")
+        identities = await _identities(s, o1, o2)
+        both = s.stream("S")
+        created = await s.create(
+            {
+                "name": both,
+                "subjects": [s.subj("s.>")],
+                "allow_direct": True,
+                "sources": [{"name": o1}, {"name": o2, "filter_subject": s.subj("o2.a")}],
+            },
+            record=False,
+        )
+        await _record_sorted_sources(s, "CREATE sourcing two", created)
+        await s.wait_messages(both, 3)
+        s.record("S stored", await _stored(s, both, 3, identities))
+        await s.publish(s.subj("o1.c"), b"5", label="PUB o1.c after")
+        await s.wait_messages(both, 4)
+        s.record("S stored after", await _stored(s, both, 4, identities))
+        await _record_sorted_sources(s, "INFO S", await s.api(f"STREAM.INFO.{both}", record=False))
+        transformed = s.stream("T")
+        await s.create(
+            {
+                "name": transformed,
+                "allow_direct": True,
+                "sources": [
+                    {
+                        "name": o1,
+                        "opt_start_seq": 2,
+                        "subject_transforms": [
+                            {"src": s.subj("o1.*"), "dest": s.subj("t.{{wildcard(1)}}")}
+                        ],
+                    }
+                ],
+            },
+            label="CREATE sourcing with transform",
+        )
+        await s.wait_messages(transformed, 2)
+        s.record("T stored", await _stored(s, transformed, 2, identities))
+        await s.api(f"STREAM.INFO.{transformed}", label="INFO T")
+
+    await diff.run(scenario)
+
+
+async def test_counter_sourcing_counters(diff: Differ) -> None:
+    async def scenario(s: Session) -> None:
+        a, b, total = s.stream("A"), s.stream("B"), s.stream("SUM")
+        for name, prefix in ((a, "a"), (b, "b")):
+            body = {"name": name, "subjects": [s.subj(f"{prefix}.*")], "allow_msg_counter": True}
+            await s.create(body, label=f"CREATE {prefix}")
+        await s.publish(s.subj("a.x"), b"", headers={INCR: "5"}, label="INCR a.x 5")
+        await s.publish(s.subj("b.x"), b"", headers={INCR: "2"}, label="INCR b.x 2")
+        sources = [
+            {
+                "name": name,
+                "subject_transforms": [
+                    {"src": s.subj(f"{prefix}.*"), "dest": s.subj("sum.{{wildcard(1)}}")}
+                ],
+            }
+            for name, prefix in ((a, "a"), (b, "b"))
+        ]
+        created = await s.create(
+            {
+                "name": total,
+                "subjects": [s.subj("sum.*")],
+                "allow_msg_counter": True,
+                "allow_direct": True,
+                "sources": sources,
+            },
+            record=False,
+        )
+        await _record_sorted_sources(s, "CREATE sum", created)
+        await s.wait_messages(total, 2)
+        await s.publish(s.subj("a.x"), b"", headers={INCR: "3"}, label="INCR a.x 3")
+        await s.wait_messages(total, 3)
+        await s.publish(s.subj("sum.x"), b"", headers={INCR: "10"}, label="INCR sum.x 10")
+        nc = await s.nc()
+        last = await nc.request(
+            f"$JS.API.DIRECT.GET.{total}",
+            json.dumps({"last_by_subj": s.subj("sum.x")}).encode(),
+            timeout=REPLY_TIMEOUT_S,
+        )
+        headers = dict(last.headers or {})
+        s.record("sum.x total", (last.data, headers.get(INCR), headers.get(COUNTER_SOURCES)))
 
     await diff.run(scenario)

@@ -4,11 +4,12 @@ jetraft does not act on yet, which it refuses naming them instead of accepting a
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 from nats.aio.client import Client as NATS
-from nats.js.api import KeyValueConfig, RePublish
+from nats.js.api import KeyValueConfig, RePublish, StreamConfig, StreamSource
 from nats.js.client import JetStreamContext
 
 from tests.integration.clients import connect
@@ -49,10 +50,32 @@ async def test_a_counter_answers_its_total(nc: NATS, js: JetStreamContext) -> No
     assert json.loads(stored.data or b"") == {"val": "7"}
 
 
+async def test_a_stream_sources_two_others(js: JetStreamContext) -> None:
+    await js.add_stream(name="A", subjects=["a.>"])
+    await js.add_stream(name="B", subjects=["b.>"])
+    await js.publish("a.1", b"from a")
+    await js.publish("b.1", b"from b")
+    await js.add_stream(
+        StreamConfig(
+            name="BOTH",
+            sources=[StreamSource(name="A"), StreamSource(name="B", filter_subject="b.1")],
+        )
+    )
+    await js.publish("a.2", b"later")
+    deadline = asyncio.get_running_loop().time() + REPLY_TIMEOUT_S
+    while (await js.stream_info("BOTH")).state.messages < 3:
+        assert asyncio.get_running_loop().time() < deadline, "sources did not arrive"
+        await asyncio.sleep(0.05)
+    info = await js.stream_info("BOTH")
+    assert sorted(src.name for src in info.sources or []) == ["A", "B"]
+    got = sorted([(await js.get_msg("BOTH", seq)).data or b"" for seq in (1, 2, 3)])
+    assert got == [b"from a", b"from b", b"later"]
+
+
 @pytest.mark.parametrize(
     ("setting", "extra"),
     [
-        ("sources", {"sources": [{"name": "ORIGIN"}]}),
+        ("sources[].external", {"sources": [{"name": "O", "external": {"api": "$JS.x.API"}}]}),
         ("allow_msg_schedules", {"allow_msg_schedules": True}),
         ("allow_batched", {"allow_batched": True}),
     ],

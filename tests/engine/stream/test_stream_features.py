@@ -10,12 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.batch import BatchResult
-from engine.entries import BatchCommitEntry, InboundMsg, PublishEntry
+from engine.entries import BatchCommitEntry, InboundMsg, MirroredMsg, PublishEntry, SourceEntry
 from engine.memstore import MemoryStore
+from engine.sources import HDR_STREAM_SOURCE, SourceSpec
 from engine.stream import Stream
 from protocol import errors
 from protocol.headers import get_header
-from protocol.models import RePublish, SubjectTransform
+from protocol.models import RePublish, StreamSource, SubjectTransform
 from tests.engine.batch.batch_builders import bmsg
 from tests.engine.stream.harness import CREATED_NS, MakeHarness, hdr, make_config
 
@@ -174,3 +175,89 @@ def test_failed_and_duplicate_publishes_are_not_republished(make_harness: MakeHa
     h.publish("S.a", b"x", hdr(("Nats-Msg-Id", "1")))
     h.fail("S.a", b"x" * 65)
     assert len(h.stream.take_republished()) == 1
+
+
+# ------------------------------------------------------------------------------ sources
+
+
+def _upstream(*subjects: str, start: int = 1) -> tuple[MirroredMsg, ...]:
+    return tuple(
+        MirroredMsg(seq, subject, b"", f"m{seq}".encode(), 1_000 + seq)
+        for seq, subject in enumerate(subjects, start=start)
+    )
+
+
+def test_sourced_messages_are_taken_once_with_their_source_header(
+    make_harness: MakeHarness,
+) -> None:
+    src = StreamSource(
+        name="O",
+        subject_transforms=[SubjectTransform(src="o.*", dest="S.{{wildcard(1)}}")],
+    )
+    h = make_harness(sources=[src])
+    iname = SourceSpec.of(src).iname
+    first = SourceEntry(h.tick(), iname, _upstream("o.a", "o.b"), 2, "IDENT123")
+    assert [r.seq for r in h.apply(first)] == [1, 2]  # type: ignore[union-attr]
+    # the same batch again (a new leader re-proposing it) and an overlapping one take nothing
+    # twice
+    h.apply(SourceEntry(h.tick(), iname, _upstream("o.a", "o.b"), 2, "IDENT123"))
+    h.apply(SourceEntry(h.tick(), iname, _upstream("o.b", "o.c", start=2), 3, "IDENT123"))
+    stored = list(h.stream.store.scan())
+    assert [m.subject for m in stored] == ["S.a", "S.b", "S.c"]
+    assert get_header(stored[2].hdr, HDR_STREAM_SOURCE) == (
+        "O 3 o.* S.{{wildcard(1)}} o.c IDENT123"
+    )
+    assert h.stream.source_position(iname) == 3
+    assert h.reopen().source_position(iname) == 3  # the position is in the meta
+    assert h.replay_into_fresh().digest() == h.stream.digest()
+
+
+def test_sourced_headers_drop_expectations_and_old_sources(make_harness: MakeHarness) -> None:
+    src = StreamSource(name="O")
+    h = make_harness(sources=[src])
+    upstream_hdr = hdr(
+        ("Nats-Expected-Stream", "elsewhere"),
+        (HDR_STREAM_SOURCE, "X 9 > > x"),
+        ("Nats-Msg-Id", "one"),
+    )
+    msg = MirroredMsg(1, "S.a", upstream_hdr, b"x", 5)
+    h.apply(SourceEntry(h.tick(), SourceSpec.of(src).iname, (msg, msg), 1))
+    (stored,) = list(h.stream.store.scan())
+    assert get_header(stored.hdr, "Nats-Expected-Stream") is None
+    assert get_header(stored.hdr, HDR_STREAM_SOURCE) == "O 1 > > S.a"
+    assert get_header(stored.hdr, "Nats-Msg-Id") == "one"
+    # a second source bringing the same msg id is deduplicated (and its position still moves)
+    other = StreamSource(name="P")
+    h.update(sources=[src, other])
+    h.apply(SourceEntry(h.tick(), SourceSpec.of(other).iname, (msg,), 1))
+    assert h.stream.state().messages == 1
+    assert h.stream.source_position(SourceSpec.of(other).iname) == 1
+
+
+def test_an_entry_for_a_removed_source_takes_nothing(make_harness: MakeHarness) -> None:
+    h = make_harness()
+    h.apply(SourceEntry(h.tick(), "GONE > >", _upstream("S.a"), 1))
+    assert h.stream.state().messages == 0
+
+
+def test_a_counter_sums_its_sources_totals(make_harness: MakeHarness) -> None:
+    a, b = StreamSource(name="A"), StreamSource(name="B")
+    h = make_harness(allow_msg_counter=True, sources=[a, b])
+
+    def total_from(source: StreamSource, seq: int, value: int) -> None:
+        header = hdr((INCR, "1"))  # what the source stored with its total
+        msg = MirroredMsg(seq, "S.c", header, b'{"val":"%d"}' % value, seq)
+        h.apply(SourceEntry(h.tick(), SourceSpec.of(source).iname, (msg,), seq))
+
+    total_from(a, 1, 5)  # A's counter is at 5
+    total_from(b, 1, 2)  # B's at 2
+    total_from(a, 2, 7)  # A's went up by 2
+    assert stored_total(h.stream, "S.c") == 9
+    h.ok("S.c", b"", incr("1"))  # a local increment on top
+    assert stored_total(h.stream, "S.c") == 10
+    last = h.stream.load_last("S.c")
+    assert last is not None
+    assert json.loads(get_header(last.hdr, "Nats-Counter-Sources") or "") == {
+        "A": {"S.c": "7"},
+        "B": {"S.c": "2"},
+    }
