@@ -392,7 +392,8 @@ class Stream:
 
         nats-server's mirror ingest (stream.go ``processInboundMirrorMsg``, then
         ``processJetStreamMsg`` as a sourced message): each message is stored at exactly its
-        upstream seq with its upstream subject, header block, payload and timestamp, and:
+        upstream seq with its upstream subject (through the first of the mirror's subject
+        transforms that matches it, if it has any), header block, payload and timestamp, and:
 
         * a message at or below ``last_seq`` is skipped, so re-proposing a batch after a leader
           change, or two overlapping fetches, never stores anything twice;
@@ -439,6 +440,8 @@ class Stream:
         cannot take it; either way last_seq becomes ``msg.seq``."""
         cfg, seq = self._config, msg.seq
         subject, hdr, data = msg.subject, msg.hdr, msg.data
+        if self._mirror_spec is not None:  # the mirror's subject transforms
+            subject = self._mirror_spec.subject(subject, seq)
         self._last_seq = seq - 1  # the gap: deleted upstream, deleted here
         inbound = InboundMsg(subject, hdr, data)
         size = self._msg_size(subject, hdr, data)
@@ -1065,6 +1068,8 @@ class Stream:
             SubjectTransform.compile(republish.src, republish.dest) if republish else None
         )
         self._sources = {spec.iname: spec for spec in map(SourceSpec.of, config.sources or ())}
+        mirror = config.mirror
+        self._mirror_spec = SourceSpec.of(mirror) if mirror and mirror.subject_transforms else None
         self._config_json = config.model_dump_json(exclude_defaults=True).encode()
         self._config_digest = config_hash(self._config_json)
 

@@ -38,7 +38,8 @@ from cluster.router import Router
 from cluster.stream_host import AnyStreamHost
 from engine.entries import MirroredMsg, MirrorEntry
 from engine.mirror_fetch import FETCH_MSGS_MAX, FetchRequest
-from mirror.upstream import UpstreamClient, follow, start_time_ns
+from engine.sources import SourceSpec
+from mirror.upstream import UpstreamClient, config_info, follow, start_time_ns
 
 log = logging.getLogger("jetraft.mirror")
 
@@ -53,7 +54,7 @@ class MirrorFollower(StreamAttachment):
         self.host = host
         self.router: Router = host.router
         self.upstream = mirror.name
-        self.filter = mirror.filter_subject or ""
+        self._filters = SourceSpec.of(mirror).filters  # the filter, or the transforms' sources
         self.external = mirror.external is not None
         self.error: str | None = None
         self.upstream_last_seq = 0
@@ -81,8 +82,9 @@ class MirrorFollower(StreamAttachment):
         out: dict[str, Any] = {"name": self.upstream}
         out["lag"] = self.pending
         out["active"] = now - self.last_contact_ns if self.last_contact_ns else MIRROR_ACTIVE_NEVER
-        if self.filter:
-            out["filter_subject"] = self.filter
+        mirror = self.host.config.mirror
+        if mirror is not None:
+            out.update(config_info(mirror))
         if self.error:
             out["error"] = {"code": 503, "description": self.error}
         return {"mirror": out}
@@ -142,7 +144,8 @@ class MirrorFollower(StreamAttachment):
         request = FetchRequest(
             seq=start,
             start_time_ns=start_time_ns(mirror_cfg.opt_start_time) if start == 0 else 0,
-            filter=self.filter,
+            filter=self._filters[0] if len(self._filters) == 1 else "",
+            filters=self._filters if len(self._filters) > 1 else (),
             max_msgs=FETCH_MSGS_MAX,
         )
         reply = await self._upstream.fetch(self.upstream, request)

@@ -29,7 +29,7 @@ from engine.entries import MirroredMsg, SourceEntry
 from engine.mirror_fetch import FETCH_MSGS_MAX, FetchRequest
 from engine.sources import SourceSpec, stream_identity
 from mirror.follower import MIRROR_ACTIVE_NEVER
-from mirror.upstream import UpstreamClient, follow, start_time_ns
+from mirror.upstream import UpstreamClient, config_info, follow, start_time_ns
 from protocol.models import StreamSource
 
 log = logging.getLogger("jetraft.sources")
@@ -98,12 +98,7 @@ class SourcesFollower(StreamAttachment):
                 item["seq"] = position
             contact = source.last_contact_ns
             item["active"] = now - contact if contact else MIRROR_ACTIVE_NEVER
-            if cfg.filter_subject:
-                item["filter_subject"] = cfg.filter_subject
-            if cfg.subject_transforms:
-                item["subject_transforms"] = [
-                    {"src": tr.src, "dest": tr.dest} for tr in cfg.subject_transforms
-                ]
+            item.update(config_info(cfg))
             if source.error:
                 item["error"] = {"code": 503, "description": source.error}
             out.append(item)

@@ -11,12 +11,13 @@ import asyncio
 import itertools
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import Any, Final
 
 from cluster.mirror_fetch_responder import MIRROR_FETCH_PREFIX
 from cluster.router import Router
 from engine.mirror_fetch import FetchError, FetchReply, FetchRequest, decode_reply
 from protocol.errors import ApiError
+from protocol.models import StreamSource
 from protocol.timefmt import parse_rfc3339_unix_ns
 
 FETCH_TIMEOUT_S: Final = 2.0
@@ -101,6 +102,18 @@ async def follow(
         delay = RETRY_MIN_S
         if not moved:
             await asyncio.sleep(IDLE_POLL_S)
+
+
+def config_info(config: StreamSource) -> dict[str, Any]:
+    """The parts of a mirror's or source's config its StreamSourceInfo repeats."""
+    out: dict[str, Any] = {}
+    if config.filter_subject:
+        out["filter_subject"] = config.filter_subject
+    if config.subject_transforms:
+        out["subject_transforms"] = [
+            {"src": tr.src, "dest": tr.dest} for tr in config.subject_transforms
+        ]
+    return out
 
 
 def start_time_ns(value: str | None) -> int:

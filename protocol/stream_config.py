@@ -716,7 +716,6 @@ def refuse_unsupported(cfg: StreamConfig) -> None:
         ("sources[].consumer", any(src.consumer is not None for src in sources)),
         ("allow_msg_schedules", cfg.allow_msg_schedules),
         ("allow_batched", cfg.allow_batched),
-        ("mirror.subject_transforms", mirror is not None and bool(mirror.subject_transforms)),
         ("mirror.external", mirror is not None and mirror.external is not None),
         ("mirror.consumer", mirror is not None and mirror.consumer is not None),
     ]

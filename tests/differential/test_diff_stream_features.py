@@ -357,3 +357,29 @@ async def test_counter_sourcing_counters(diff: Differ) -> None:
         s.record("sum.x total", (last.data, headers.get(INCR), headers.get(COUNTER_SOURCES)))
 
     await diff.run(scenario)
+
+
+async def test_mirror_subject_transforms(diff: Differ) -> None:
+    async def scenario(s: Session) -> None:
+        origin, mirror = s.stream("O"), s.stream("M")
+        await s.create({"name": origin, "subjects": [s.subj("o.>")]}, label="CREATE origin")
+        for tail in ("a.1", "b.2", "c.3", "a.4"):
+            await s.publish(s.subj(f"o.{tail}"), tail.encode(), label=f"PUB {tail}")
+        transforms = [
+            {"src": s.subj("o.a.*"), "dest": s.subj("ma.{{wildcard(1)}}")},
+            {"src": s.subj("o.b.*"), "dest": ""},
+        ]
+        await s.create(
+            {
+                "name": mirror,
+                "allow_direct": True,
+                "mirror": {"name": origin, "subject_transforms": transforms},
+            },
+            label="CREATE mirror with transforms",
+        )
+        await s.wait_messages(mirror, 3)
+        for seq in (1, 2, 3, 4):
+            await s.direct_get(mirror, {"seq": seq}, label=f"DG mirror {seq}")
+        await s.api(f"STREAM.INFO.{mirror}", label="INFO mirror")
+
+    await diff.run(scenario)
