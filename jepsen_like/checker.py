@@ -70,6 +70,18 @@ Anomalies (``type``), each with a ``detail``, the ``ops`` and the ``log_rows`` t
 * ``cas-violation`` — a write acked with ``Nats-Expected-Last-Subject-Sequence: E`` at seq s
   while the final reads show another message on its subject between E and s (or, E = 0,
   before s; or seq E holding another subject).
+* ``counter`` — counter streams (``increment`` and ``counter_read`` ops). An *increment* is
+  known by its msg id over all its attempts: acked when an attempt completed ``ok`` (with the
+  PubAck's ``val``, or ``duplicate``), failed when every attempt completed ``fail``,
+  indeterminate otherwise. Per subject, ``detail.kind``: ``final-total`` — a final read's total
+  minus the acked increments' sum is no subset sum of the indeterminate increments (checked
+  ``exact``ly while their count times the span of their sums is under
+  ``contract.COUNTER_EXACT_WORK``, else only against that span's ``bounds``; ``detail.method``
+  says which); ``unread`` — acked increments but no final read of the subject succeeded;
+  ``acked-total`` — an acked ``val`` that is not the previous acked ``val`` of its subject (or 0)
+  plus the increments acked at seqs in between and its own, where every seq in between is an
+  acked increment's (so none of unknown subject could lie there); ``seq-shared`` — two
+  increments acked at one seq.
 
 The verdict is ``{"valid", "anomalies", "anomaly_counts", "stats", "skipped", "checks"}``; at
 most ``MAX_ANOMALIES_PER_TYPE`` anomalies of a type are listed (``anomaly_counts`` has the
@@ -95,9 +107,12 @@ from jepsen_like.contract import (
     BATCH,
     CLOCK_NEMESIS,
     CONSUME,
+    COUNTER_EXACT_WORK,
+    COUNTER_READ,
     EXPIRE,
     FAIL,
     HISTORY_FILE,
+    INCREMENT,
     INFO,
     LOG_FILE,
     MARKER,
@@ -147,6 +162,7 @@ ANOMALY_TYPES: Final = (
     "consumer-lost",
     "redelivered-after-ack",
     "consumer-order",
+    "counter",
 )
 
 
@@ -243,6 +259,45 @@ class Batch:
 
 
 @dataclass
+class Increment:
+    """One counter increment, over every attempt at it (one msg id)."""
+
+    id: str
+    stream: str
+    subject: str
+    incr: int
+    status: str  # ok / fail / info (an attempt never completed counts as info)
+    ops: list[Op]  # every attempt's invoke and completion
+    seq: int | None = None  # from the ok attempt
+    val: int | None = None  # its PubAck's total (None for a duplicate ack)
+    attempts: int = 0
+
+    def merge(self, invoke: Op, completion: Op | None) -> None:
+        """Fold in one attempt: ok wins, then unknown; failed only if every attempt failed."""
+        self.attempts += 1
+        self.ops += [invoke] + ([completion] if completion is not None else [])
+        status = PENDING if completion is None else str(completion.get("type"))
+        if self.status == OK:
+            return
+        if status == OK:
+            done = completion["value"] if completion is not None else {}
+            seq, val = done.get("seq"), done.get("val")
+            self.status = OK
+            self.seq = seq if isinstance(seq, int) else None
+            self.val = _integer(val)
+        elif status != FAIL:
+            self.status = INFO
+
+
+def _integer(text: Any) -> int | None:
+    """A decimal total (a string, as the server sends it), else None."""
+    try:
+        return int(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+@dataclass
 class Read:
     f: str
     stream: str
@@ -311,6 +366,9 @@ class Facts:
         self.batches: dict[str, Batch] = {}
         self.reads: list[Read] = []
         self.final_reads: dict[str, list[FinalRead]] = defaultdict(list)
+        self.increments: dict[str, Increment] = {}
+        # (stream, subject) -> every counter_read (invoke, completion)
+        self.counter_reads: dict[tuple[str, str], list[tuple[Op, Op | None]]] = defaultdict(list)
         self.streams: set[str] = set()
         for invoke, completion in self.pairs:
             self._add(invoke, completion)
@@ -403,6 +461,17 @@ class Facts:
                     batch=batch_id,
                     abandoned=bool(done.get("abandoned")),
                 )
+        elif f == INCREMENT and isinstance(value.get("id"), str):
+            incr = value.get("incr")
+            if not isinstance(incr, int) or isinstance(incr, bool):
+                return
+            inc = self.increments.get(value["id"])
+            if inc is None:
+                inc = Increment(value["id"], stream, str(value.get("subject")), incr, FAIL, [])
+                self.increments[value["id"]] = inc
+            inc.merge(invoke, completion)
+        elif f == COUNTER_READ:
+            self.counter_reads[(stream, str(value.get("subject")))].append((invoke, completion))
         elif f in READ_FS and completion is not None and status == OK:
             request = value.get("request")
             self.reads.append(
@@ -1176,6 +1245,142 @@ def _cas(fx: Facts) -> list[Anomaly]:
     return out
 
 
+def subset_sums(values: Sequence[int]) -> tuple[int, int, int | None]:
+    """``(lo, hi, bits)``: every subset sum of ``values`` lies in ``lo..hi``; ``bits`` has bit
+    ``s - lo`` set for each sum ``s`` some subset makes, or is None when that would take more than
+    ``COUNTER_EXACT_WORK`` steps (then only the bounds are known)."""
+    lo = sum(v for v in values if v < 0)
+    hi = sum(v for v in values if v > 0)
+    if len(values) * (hi - lo) > COUNTER_EXACT_WORK:
+        return lo, hi, None
+    bits = 1 << -lo  # the empty subset: sum 0
+    for v in values:
+        bits |= bits << v if v >= 0 else bits >> -v
+    return lo, hi, bits
+
+
+def _counters(fx: Facts, stats: dict[str, Any] | None = None) -> list[Anomaly]:
+    by_subject: dict[tuple[str, str], list[Increment]] = defaultdict(list)
+    for inc in fx.increments.values():
+        by_subject[(inc.stream, inc.subject)].append(inc)
+    out: list[Anomaly] = []
+    totals: dict[str, dict[str, Any]] = {}
+    for stream, subject in sorted(set(by_subject) | set(fx.counter_reads)):
+        incs = by_subject.get((stream, subject), [])
+        acked = [i for i in incs if i.status == OK]
+        unknown = [i for i in incs if i.status == INFO]
+        base = sum(i.incr for i in acked)
+        lo, hi, bits = subset_sums([i.incr for i in unknown])
+        reads = [(inv, c) for inv, c in fx.counter_reads.get((stream, subject), []) if c]
+        reads = [(inv, c) for inv, c in reads if c.get("type") == OK]
+        detail: dict[str, Any] = {
+            "stream": stream,
+            "subject": subject,
+            "acked": len(acked),
+            "acked_sum": base,
+            "indeterminate": len(unknown),
+            "explainable": [base + lo, base + hi],
+            "method": "exact" if bits is not None else "bounds",
+        }
+        finals = [(c, _final_total(c)) for _inv, c in reads]
+        totals[subject] = {**detail, "final": sorted({str(t) for _c, t in finals})}
+        if not reads:
+            if acked:
+                why = "acked increments, but no final read of the subject succeeded"
+                failed = [c for _inv, c in fx.counter_reads.get((stream, subject), []) if c]
+                out.append(_anomaly("counter", {**detail, "kind": "unread", "why": why}, failed))
+            continue
+        bad = [
+            (c, total)
+            for c, total in finals
+            if total is None
+            or not lo <= total - base <= hi
+            or (bits is not None and not bits >> (total - base - lo) & 1)
+        ]
+        if bad:
+            detail |= {
+                "kind": "final-total",
+                "why": "the final total is not the acked increments' sum plus some of the "
+                "indeterminate ones",
+                "finals": [{"node": _served_by(c), "total": str(t)} for c, t in bad],
+            }
+            ops = [c for c, _t in bad] + [op for i in acked + unknown for op in i.ops]
+            out.append(_anomaly("counter", detail, ops))
+    out += _acked_totals(fx)
+    if stats is not None:
+        incs = list(fx.increments.values())
+        stats["counter_increments"] = len(incs)
+        stats["counter_acked"] = sum(1 for i in incs if i.status == OK)
+        stats["counter_failed"] = sum(1 for i in incs if i.status == FAIL)
+        stats["counter_indeterminate"] = sum(1 for i in incs if i.status == INFO)
+        stats["counter_retries"] = sum(i.attempts - 1 for i in incs)
+        if totals:
+            stats["counter_totals"] = totals
+    return out
+
+
+def _served_by(read: Op) -> Any:
+    return (read.get("value") or {}).get("served_by") or read.get("node")
+
+
+def _final_total(read: Op) -> int | None:
+    """The total a final counter read saw: 0 when the subject has no message yet."""
+    value = read.get("value") or {}
+    return 0 if value.get("not_found") else _integer(value.get("val"))
+
+
+def _acked_totals(fx: Facts) -> list[Anomaly]:
+    """``acked-total`` and ``seq-shared`` (see the module docstring)."""
+    by_stream: dict[str, list[Increment]] = defaultdict(list)
+    for inc in fx.increments.values():
+        if inc.status == OK and inc.seq is not None:
+            by_stream[inc.stream].append(inc)
+    out: list[Anomaly] = []
+    for stream, incs in sorted(by_stream.items()):
+        incs.sort(key=lambda i: (i.seq, i.id))
+        known = sorted({i.seq for i in incs if i.seq is not None})
+        rank = {seq: n for n, seq in enumerate(known, start=1)}  # seq 0 (none yet) ranks 0
+        at_seq: dict[int, list[Increment]] = defaultdict(list)
+        for inc in incs:
+            assert inc.seq is not None
+            at_seq[inc.seq].append(inc)
+        for seq, shared in sorted(at_seq.items()):
+            if len(shared) > 1:
+                detail = {"stream": stream, "kind": "seq-shared", "seq": seq}
+                detail["ids"] = [i.id for i in shared]
+                out.append(_anomaly("counter", detail, [op for i in shared for op in i.ops]))
+        # per subject: (seq, total, running sum of its acked increments) of the last acked val
+        last: dict[str, tuple[int, int, int, Increment | None]] = {}
+        running: dict[str, int] = defaultdict(int)
+        for inc in incs:
+            assert inc.seq is not None
+            running[inc.subject] += inc.incr
+            if inc.val is None:
+                continue
+            prev_seq, prev_val, prev_sum, prev = last.get(inc.subject, (0, 0, 0, None))
+            last[inc.subject] = (inc.seq, inc.val, running[inc.subject], inc)
+            if rank[inc.seq] - rank.get(prev_seq, 0) != inc.seq - prev_seq:
+                continue  # a seq in between is unaccounted for: it may hold this subject's
+            expected = prev_val + running[inc.subject] - prev_sum
+            if inc.val != expected:
+                detail = {
+                    "stream": stream,
+                    "subject": inc.subject,
+                    "kind": "acked-total",
+                    "id": inc.id,
+                    "seq": inc.seq,
+                    "incr": inc.incr,
+                    "val": str(inc.val),
+                    "expected": str(expected),
+                    "after": {"id": prev.id, "seq": prev_seq, "val": str(prev_val)}
+                    if prev is not None
+                    else {"seq": 0, "val": "0"},
+                }
+                ops = inc.ops + (prev.ops if prev is not None else [])
+                out.append(_anomaly("counter", detail, ops))
+    return out
+
+
 # --- public: one function per anomaly type, and the verdict -----------------------------------
 
 
@@ -1268,6 +1473,13 @@ def check_cas(
     return _cas(Facts(history, node_logs, run or {}))
 
 
+def check_counters(
+    history: Sequence[Op], node_logs: Logs | None = None, run: Mapping[str, Any] | None = None
+) -> list[Anomaly]:
+    """``counter``: final totals and acked totals of counter subjects."""
+    return _counters(Facts(history, node_logs, run or {}))
+
+
 LOG_CHECKS: Final = ("split-brain", "non-contiguous", "expired-readable")
 
 
@@ -1289,6 +1501,7 @@ def check(
     anomalies += _stale_reads(fx)
     anomalies += _cas(fx)
     anomalies += _consumers(fx)
+    anomalies += _counters(fx, stats)
     if fx.has_logs:
         anomalies += _split_brain(fx)
         anomalies += _non_contiguous(fx)

@@ -19,7 +19,9 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--nodes", type=int, default=3, choices=(3, 5))
     p.add_argument("--time", type=float, default=60.0, help="seconds of client load and faults")
-    p.add_argument("--workload", default="queue", help="queue, batch, ttl, kv, consumer or mix")
+    p.add_argument(
+        "--workload", default="queue", help="queue, batch, ttl, kv, consumer, counter or mix"
+    )
     p.add_argument(
         "--nemesis",
         default="kill,partition",

@@ -49,7 +49,22 @@ READ_ALL: Final = "read_all"  # the final read: ok {"first_seq", "last_seq", "me
 CONSUME: Final = "consume"
 WRITE_FS: Final = (PUBLISH, BATCH)
 READ_FS: Final = (DIRECT_GET, MSG_GET)
-CLIENT_FS: Final = (*WRITE_FS, *READ_FS, READ_ALL, CONSUME)
+# --- counter streams (ADR-49) -------------------------------------------------------------
+# one attempt at one increment: value {"stream", "subject", "id", "incr", "attempt"}: ``id`` is
+# the increment's Nats-Msg-Id, the same on every retry of it (the server dedupes them), ``incr``
+# an integer, ``attempt`` 1, 2, ...; ok adds "seq" and "val" (the subject's total after it, a
+# decimal string) or "duplicate": true (the server had applied an earlier attempt; no val)
+INCREMENT: Final = "increment"
+# the final read of one counter subject (MSG.GET last_by_subj): value {"stream", "subject"}; ok
+# adds "seq" and "val" (decimal string; null when the payload holds no counter value) or
+# "not_found": true, and "served_by"
+COUNTER_READ: Final = "counter_read"
+COUNTER_FS: Final = (INCREMENT, COUNTER_READ)
+# the counter check is exact (a subset sum of the indeterminate increments) while their count
+# times the span of their possible sums stays under this, else it checks the bounds of that span;
+# the checker and spark/ judge by the same rule, so they choose the same way
+COUNTER_EXACT_WORK: Final = 1_000_000
+CLIENT_FS: Final = (*WRITE_FS, *READ_FS, READ_ALL, CONSUME, *COUNTER_FS)
 
 # --- a batch record ---------------------------------------------------------------------------
 # invoke {"stream", "batch", "ids", "subject", "abandon"}; ok adds {"seq", "count", "seqs"}

@@ -6,10 +6,11 @@ runs against jetraft and nats-server alike. ``setup`` creates its streams (``num
 the cluster size, at most ``MAX_REPLICAS``); ``run`` starts ``processes`` logical processes,
 process ``p`` pinned to node ``sorted(names)[p % n]`` through its own nats-py connection (never
 reconnecting elsewhere: when its node dies the process reconnects to the same URL, invoking
-nothing meanwhile); ``final_reads`` reads every sequence of every stream through MSG.GET from a
-client on each node (``read_all``). Streams are JQUEUE, JBATCH, JTTL and JKV (subjects ``jq.>``,
-``jb.>``, ``jt.>``, ``jkv.>``), each name suffixed by the workload's ``tag`` if it has one.
-Operations and their values (the run directory contract):
+nothing meanwhile); ``final_reads`` reads back from a client on each node: every sequence of
+every stream through MSG.GET (``read_all``), and each counter subject's last message. Streams are
+JQUEUE, JBATCH, JTTL, JKV, JCONS and JCOUNTER (subjects ``jq.>``, ``jb.>``, ``jt.>``, ``jkv.>``,
+``jc.>``, ``jn.>``), each name suffixed by the workload's ``tag`` if it has one. Operations and
+their values (the run directory contract):
 
 * ``publish``: invoke ``{"stream", "id", "subject"}`` (+ ``"ttl"``, + ``"expected_last_subject
   _seq"`` for compare-and-set writes); ``ok`` adds ``"seq"``.
@@ -26,11 +27,20 @@ Operations and their values (the run directory contract):
 * ``read_all``: invoke ``{"stream"}``; ``ok`` adds ``"first_seq", "last_seq", "messages":
   [{"seq", "id", "subject"}], "missing": [seq], "unknown": [seq], "served_by"`` (``missing``:
   MSG.GET said "no message found"; ``unknown``: no answer after ``FINAL_READ_ATTEMPTS``).
+* ``increment`` (a counter stream, ADR-49): invoke ``{"stream", "subject", "id", "incr",
+  "attempt"}``, sent as ``Nats-Incr: incr`` and ``Nats-Msg-Id: id`` with an empty payload; ``ok``
+  adds ``"seq"`` and ``"val"`` (the PubAck's total, a decimal string) or ``"duplicate": true``.
+* ``counter_read`` (final reads): invoke ``{"stream", "subject"}``; ``ok`` adds ``"seq", "val"``
+  or ``"not_found": true``, and ``"served_by"``.
 
 Outcomes: a reply is ``ok``; an explicit error reply (JetStream error JSON, a non-404 status,
 "no responders") is ``fail`` — the server says it did not do it; anything else (timeout, closed
 connection) is ``info``. Publishes are never retried and carry no ``Nats-Msg-Id``, so a stored
-duplicate is the server's doing. Payloads are JSON objects with a unique ``id``.
+duplicate is the server's doing. Payloads are JSON objects with a unique ``id``. The one
+exception is a counter increment: it carries its own ``Nats-Msg-Id``, and an attempt whose
+outcome is unknown is tried again with that same id (a new ``increment`` op, ``attempt`` + 1),
+at most ``COUNTER_ATTEMPTS`` times, within ``COUNTER_RETRY_S`` of the first (far inside the
+stream's duplicate window) and never after the run's stop; the server must apply it once.
 
 Determinism: every process draws its own ``random.Random`` from the run's rng, and each step
 draws a fixed number of values before any I/O, so the same seed gives every process the same
@@ -39,7 +49,8 @@ are bounded (a pause of ``MIN_OP_GAP_S``..``MAX_OP_GAP_S`` after each step) so a
 running the cluster copes.
 
 Must never: import cluster/, engine/ or protocol/ (the harness is a black box user), retry a
-write, or record an outcome it did not observe.
+write other than a counter increment (always with its own msg id), or record an outcome it did
+not observe.
 """
 
 from __future__ import annotations
@@ -63,8 +74,10 @@ from jepsen_like.contract import (
     ABANDONED,
     BATCH,
     CONSUME,
+    COUNTER_READ,
     DIRECT_GET,
     FAIL,
+    INCREMENT,
     INFO,
     MSG_GET,
     OK,
@@ -132,16 +145,24 @@ def _json(msg: Msg) -> dict[str, Any]:
     return body
 
 
-def payload_id(data: bytes | None) -> str | None:
-    """The ``id`` of a JSON-object payload, else None (subject delete markers have none)."""
-    if not data:
-        return None
+def _payload_str(data: bytes | None, key: str) -> str | None:
+    """The string at ``key`` of a JSON-object payload, else None."""
     try:
-        body = json.loads(data)
+        body = json.loads(data or b"")
     except ValueError:
         return None
-    value = body.get("id") if isinstance(body, dict) else None
+    value = body.get(key) if isinstance(body, dict) else None
     return value if isinstance(value, str) else None
+
+
+def payload_id(data: bytes | None) -> str | None:
+    """The ``id`` of a JSON-object payload, else None (subject delete markers have none)."""
+    return _payload_str(data, "id")
+
+
+def counter_value(data: bytes | None) -> str | None:
+    """The total a counter message's payload ``{"val": "<total>"}`` holds, else None."""
+    return _payload_str(data, "val")
 
 
 def _pub_ack(msg: Msg) -> dict[str, Any]:
@@ -169,16 +190,35 @@ def _direct_result(msg: Msg) -> dict[str, Any]:
     }
 
 
-def _msg_get_result(msg: Msg) -> dict[str, Any]:
+def _msg_get_message(msg: Msg) -> tuple[dict[str, Any], bytes | None] | None:
+    """A MSG.GET reply's message and its decoded payload; None for "no message found"."""
     body = _json(msg)
     error = body.get("error")
     if error is not None:
         if isinstance(error, dict) and error.get("err_code") == NO_MESSAGE_FOUND:
-            return {"not_found": True}
+            return None
         raise ErrorReply(error)
     message = body.get("message") or {}
-    data = base64.b64decode(message["data"]) if message.get("data") else None
+    return message, base64.b64decode(message["data"]) if message.get("data") else None
+
+
+def _msg_get_result(msg: Msg) -> dict[str, Any]:
+    found = _msg_get_message(msg)
+    if found is None:
+        return {"not_found": True}
+    message, data = found
     return {"seq": message.get("seq"), "id": payload_id(data), "subject": message.get("subject")}
+
+
+def _counter_result(msg: Msg) -> dict[str, Any]:
+    found = _msg_get_message(msg)
+    if found is None:
+        return {"not_found": True}
+    message, data = found
+    out = {"seq": message.get("seq"), "val": counter_value(data)}
+    if out["val"] is None:
+        out["payload"] = repr(data)[:100]  # not a counter value: the checker says so
+    return out
 
 
 async def _quiet_error_cb(exc: Exception) -> None:
@@ -218,6 +258,7 @@ class Client:
         history: History,
         rng: random.Random,
         op_timeout_s: float = OP_TIMEOUT_S,
+        stop: asyncio.Event | None = None,
     ) -> None:
         self.process = process
         self.node = node
@@ -225,6 +266,7 @@ class Client:
         self.history = history
         self.rng = rng
         self.op_timeout_s = op_timeout_s
+        self.stop = stop  # the run's stop: set, no new attempt begins
         self.nc: NATS | None = None
         self._connecting = asyncio.Lock()
         self._counters: dict[str, int] = {}
@@ -233,6 +275,10 @@ class Client:
     @property
     def connected(self) -> bool:
         return self.nc is not None and self.nc.is_connected
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
 
     async def ensure_connected(self) -> bool:
         """Connected to this process's node (connecting now if not): True, else False."""
@@ -326,6 +372,21 @@ class Client:
         if kind == OK:
             self.remember(stream, out["seq"])
         return kind, out
+
+    async def increment(
+        self, stream: str, subject: str, msg_id: str, incr: int, attempt: int
+    ) -> tuple[CompletionType, dict[str, Any]]:
+        """One attempt at a counter increment (``attempt`` > 1: a retry, same ``msg_id``)."""
+        value = {"stream": stream, "subject": subject, "id": msg_id, "incr": incr}
+        headers = {"Nats-Incr": str(incr), "Nats-Msg-Id": msg_id}
+
+        async def action() -> dict[str, Any]:
+            ack = _pub_ack(await self.request(subject, b"", headers))
+            if ack.get("duplicate"):
+                return {"seq": ack["seq"], "duplicate": True}
+            return {"seq": ack["seq"], "val": ack.get("val")}
+
+        return await self.op(INCREMENT, {**value, "attempt": attempt}, action)
 
     async def direct_get(
         self, stream: str, request: dict[str, Any]
@@ -492,6 +553,7 @@ class Workload(ABC):
                 history,
                 random.Random(seeds[p]),
                 self.op_timeout_s,
+                stop,
             )
             for p in range(processes)
         ]
@@ -514,15 +576,19 @@ class Workload(ABC):
 
     # --- final reads --------------------------------------------------------------------------
     async def final_reads(self, urls: Mapping[str, str], history: History) -> None:
-        """``read_all`` of every stream from a client on each node, one node at a time."""
+        """``read_back`` from a client on each node, one node at a time."""
         for i, name in enumerate(sorted(urls)):
             client = Client(FINAL_PROCESS_BASE + i, name, urls[name], history, random.Random(0))
             try:
                 await client.ensure_connected()
-                for stream in self.streams:
-                    await read_all(client, stream)
+                await self.read_back(client)
             finally:
                 await client.close()
+
+    async def read_back(self, client: Client) -> None:
+        """The final reads through one node's ``client``: ``read_all`` of every stream."""
+        for stream in self.streams:
+            await read_all(client, stream)
 
 
 async def _until(
@@ -635,17 +701,43 @@ async def _read_seq(
 ) -> dict[str, Any] | None:
     """MSG.GET of ``seq``: the result, or None after FINAL_READ_ATTEMPTS failures or once the
     connection is gone for good (``lost`` is then set)."""
-    body = json.dumps({"seq": seq}).encode()
+    return await _final_msg_get(client, stream, {"seq": seq}, _msg_get_result, lost)
+
+
+async def _final_msg_get(
+    client: Client,
+    stream: str,
+    request: dict[str, Any],
+    parse: Callable[[Msg], dict[str, Any]],
+    lost: asyncio.Event,
+) -> dict[str, Any] | None:
+    """A final read's MSG.GET of ``request``, ``parse``d: None after FINAL_READ_ATTEMPTS
+    failures or once the connection is gone for good (``lost`` is then set)."""
+    body = json.dumps(request).encode()
     for _ in range(FINAL_READ_ATTEMPTS):
         try:
-            msg = await client.request(f"{API_PREFIX}.STREAM.MSG.GET.{stream}", body)
-            return _msg_get_result(msg)
+            return parse(await client.request(f"{API_PREFIX}.STREAM.MSG.GET.{stream}", body))
         except Exception:
             if lost.is_set() or not await client.ensure_connected():
                 lost.set()
                 return None
             await asyncio.sleep(FINAL_READ_RETRY_S)
     return None
+
+
+async def counter_read(
+    client: Client, stream: str, subject: str
+) -> tuple[CompletionType, dict[str, Any]]:
+    """Record one ``counter_read`` op: MSG.GET of ``subject``'s last message (its total)."""
+
+    async def action() -> dict[str, Any]:
+        request = {"last_by_subj": subject}
+        result = await _final_msg_get(client, stream, request, _counter_result, asyncio.Event())
+        if result is None:
+            raise TimeoutError(f"no answer after {FINAL_READ_ATTEMPTS} attempts")
+        return {**result, "served_by": client.node}
+
+    return await client.op(COUNTER_READ, {"stream": stream, "subject": subject}, action)
 
 
 # --- the workloads ----------------------------------------------------------------------------
@@ -671,6 +763,12 @@ TTLS: Final = ("1s", "2s")
 TTL_SUBJECTS: Final = 16  # per process: few enough that a subject's last message expires
 MARKER_TTL_NS: Final = 1_000_000_000
 KV_KEYS: Final = 5
+COUNTER_STREAM: Final = "JCOUNTER"
+COUNTER_SUBJECTS: Final = 3  # shared by every process: increments of one subject interleave
+COUNTER_INCR_RANGE: Final = (-5, 10)  # increments drawn uniformly from this range, inclusive
+COUNTER_DUPLICATE_WINDOW_NS: Final = 120_000_000_000
+COUNTER_ATTEMPTS: Final = 4  # per increment: the first and up to three retries...
+COUNTER_RETRY_S: Final = 20.0  # ...begun within this of the first (well inside the window)
 
 
 class _OneStream(Workload):
@@ -908,6 +1006,59 @@ class ConsumerWorkload(_OneStream):
             await client.close()
 
 
+class CounterWorkload(_OneStream):
+    """Increments of a few shared counter subjects (ADR-49), each with its own msg id and
+    retried with it while its outcome is unknown; the final reads read each subject's total,
+    which must be the acked increments' sum plus some of the indeterminate ones."""
+
+    name = "counter"
+    id_prefix = "n"
+    base_stream = COUNTER_STREAM
+    base_root = "jn"
+
+    @property
+    def subjects(self) -> tuple[str, ...]:
+        return tuple(f"{self.root}.c{i}" for i in range(COUNTER_SUBJECTS))
+
+    def stream_configs(self, replicas: int) -> list[dict[str, Any]]:
+        return [
+            {
+                **self.config(replicas),
+                "allow_msg_counter": True,
+                "retention": "limits",
+                "duplicate_window": COUNTER_DUPLICATE_WINDOW_NS,
+            }
+        ]
+
+    async def step(self, client: Client) -> None:
+        rng = client.rng
+        subject = self.subjects[rng.randrange(COUNTER_SUBJECTS)]
+        incr = rng.randint(*COUNTER_INCR_RANGE)
+        msg_id = client.next_id(self.id_prefix)
+        give_up = asyncio.get_running_loop().time() + COUNTER_RETRY_S
+        for attempt in range(1, COUNTER_ATTEMPTS + 1):
+            if attempt > 1 and not await _ready_to_retry(client, give_up):
+                return
+            kind, _out = await client.increment(self.stream, subject, msg_id, incr, attempt)
+            if kind != INFO:
+                return
+
+    async def read_back(self, client: Client) -> None:
+        for subject in self.subjects:
+            await counter_read(client, self.stream, subject)
+
+
+async def _ready_to_retry(client: Client, give_up: float) -> bool:
+    """Connected again (waiting for the node to come back), before ``give_up`` and the run's
+    stop: True; else False."""
+    loop = asyncio.get_running_loop()
+    while not client.stopping and loop.time() < give_up:
+        if await client.ensure_connected():
+            return True
+        await asyncio.sleep(RECONNECT_WAIT_S)
+    return False
+
+
 class MixWorkload(Workload):
     """Every step is a step of one of the other workloads, chosen by the process's rng."""
 
@@ -923,6 +1074,7 @@ class MixWorkload(Workload):
             BatchWorkload(replicas, op_timeout_s, tag),
             TtlWorkload(replicas, op_timeout_s, tag),
             KvWorkload(replicas, op_timeout_s, tag),
+            CounterWorkload(replicas, op_timeout_s, tag),
         )
 
     @property
@@ -935,6 +1087,10 @@ class MixWorkload(Workload):
     async def step(self, client: Client) -> None:
         await self.parts[client.rng.randrange(len(self.parts))].step(client)
 
+    async def read_back(self, client: Client) -> None:
+        for part in self.parts:
+            await part.read_back(client)
+
 
 WORKLOADS: Final[dict[str, type[Workload]]] = {
     cls.name: cls
@@ -944,6 +1100,7 @@ WORKLOADS: Final[dict[str, type[Workload]]] = {
         TtlWorkload,
         KvWorkload,
         ConsumerWorkload,
+        CounterWorkload,
         MixWorkload,
     )
 }

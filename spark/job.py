@@ -4,10 +4,12 @@ Stages, each announced on one progress line with its row counts and elapsed time
 (``spark/load.py``), **agreement** (replay and cross-node digests, ``spark/agreement.py``),
 **writes** (lost / phantom writes, batches, TTL, ``spark/writes.py``), **staleness**
 (read-after-write divergence, ``spark/staleness.py``), **consumers** (per-consumer deliveries,
-redeliveries and delivery lag, ``spark/consumers.py``), **report** (``spark/report.py``). The
+redeliveries and delivery lag, ``spark/consumers.py``), **counters** (counter totals against
+the acknowledged increments, ``spark/counters.py``), **report** (``spark/report.py``). The
 results dict has one section per stage (``agreement``, ``writes``, ``staleness``,
-``consumers``) plus ``runs``, ``input`` (row counts, dropped torn lines), ``spark`` (master,
-version), ``timings_s`` and ``verdict`` (``findings`` per check; 0 everywhere on a correct run).
+``consumers``, ``counters``) plus ``runs``, ``input`` (row counts, dropped torn lines),
+``spark`` (master, version), ``timings_s`` and ``verdict`` (``findings`` per check; 0
+everywhere on a correct run).
 
 Exit codes, as ``jetraft chaos``: 0 no finding, 1 findings, 2 the analysis could not run (bad
 input: the message names the file and line).
@@ -106,6 +108,7 @@ def analyze(
     from spark import report, staleness
     from spark.agreement import analyze_agreement
     from spark.consumers import analyze_consumers
+    from spark.counters import analyze_counters
     from spark.load import load_runs
     from spark.writes import analyze_writes
 
@@ -165,15 +168,27 @@ def analyze(
             f"{consumers['count']} consumer(s), {redelivered} redeliveries",
         )
 
+        progress.begin("counters")
+        counters, counter_frames = analyze_counters(loaded.history)
+        incs = counters["increments"]
+        progress.end(
+            "counters",
+            f"{incs['total']} increments ({incs['ok']} acknowledged, {incs['info']} "
+            f"indeterminate, {incs['fail']} failed), {len(counters['subjects'])} subject(s); "
+            f"wrong final totals {counters['final_total']['count']}, wrong acknowledged totals "
+            f"{counters['acked_total']['count']}",
+        )
+
         results: dict[str, Any] = {
             "runs": [r.asDict() for r in loaded.meta.orderBy("run").collect()],
             "input": {"rows": rows, "dropped_lines": loaded.dropped},
             "spark": {"master": spark.sparkContext.master, "version": spark.version},
-            "verdict": verdict(agreement, writes, stale),
+            "verdict": verdict(agreement, writes, stale, counters),
             "agreement": agreement,
             "writes": writes,
             "staleness": stale,
             "consumers": consumers,
+            "counters": counters,
             "timings_s": progress.timings,
         }
         frames: dict[str, Any] = {
@@ -181,6 +196,7 @@ def analyze(
             **writes_frames,
             **stale_frames,
             **consumer_frames,
+            **counter_frames,
         }
 
         progress.begin("report")
@@ -192,9 +208,13 @@ def analyze(
 
 
 def verdict(
-    agreement: dict[str, Any], writes: dict[str, Any], stale: dict[str, Any]
+    agreement: dict[str, Any],
+    writes: dict[str, Any],
+    stale: dict[str, Any],
+    counters: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Every finding count by check; ``valid`` when all are 0."""
+    """Every finding count by check; ``valid`` when all are 0 (``counters`` None: a job
+    without the counters stage, which then counts 0)."""
     counts = {
         "replay_mismatch": int(agreement["replay"]["findings"]),
         "split_brain": int(agreement["split_brain"]["diverging_indexes"]),
@@ -202,6 +222,7 @@ def verdict(
         "lone_entry": int(agreement["lone_entries"]["count"]),
         **{key: int(writes[key]["count"]) for key in WRITE_CHECKS},
         "stale_msg_get": int(stale.get("msg_get_violations", {}).get("count", 0)),
+        "counter": int(counters["findings"]) if counters is not None else 0,
     }
     total = sum(counts.values())
     return {"valid": total == 0, "findings": total, "by_check": counts}

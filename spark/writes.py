@@ -18,7 +18,9 @@ their counts and examples. Semantics (each a deliberate choice):
 * **Phantom**: a stored message (any node) whose id no operation of the history published
   (``never_published``), whose publish definitely failed (``failed``: a ``fail``, or an
   abandoned batch), or which has no id at all (``no_id``). ``duplicate``: one id stored at two
-  seqs (publishes are never retried, so the server made the copy).
+  seqs (publishes are never retried, so the server made the copy). Counter streams
+  (``allow_msg_counter`` in their ``open`` rows) store totals, never ids: their messages are
+  the counters stage's (``spark/counters.py``), not writes.
 * **Batches** (per node, stores of one batch id): stored whole (as many messages as the batch
   invoke's ``ids``, none of an abandoned batch) and contiguous (consecutive seqs holding the ids
   in ``ids`` order). Otherwise ``partial`` / ``non_contiguous``.
@@ -249,6 +251,7 @@ def phantom_writes(outcomes: DataFrame, log: DataFrame) -> DataFrame:
     stored = (
         stores(log)
         .filter(F.col("op") == STORE)
+        .join(counter_streams(log), ["run", "stream"], "left_anti")
         .groupBy("run", "stream", "seq", "id")
         .agg(F.sort_array(F.collect_set("node")).alias("nodes"))
     )
@@ -390,6 +393,15 @@ def stream_limits(log: DataFrame) -> DataFrame:
         F.min(F.when(age > 0, age)).alias("max_age_ns"),
         F.min(F.when(marker > 0, F.floor(marker / NS_PER_S))).alias("marker_ttl_s"),
     )
+
+
+def counter_streams(log: DataFrame) -> DataFrame:
+    """``run, stream`` of the counter streams (``allow_msg_counter`` in an ``open`` row)."""
+    from pyspark.sql import functions as F
+
+    opens = log.filter(F.col("op") == OPEN)
+    counter = F.get_json_object("config", "$.allow_msg_counter") == "true"
+    return opens.filter(counter).select("run", "stream").distinct()
 
 
 def premature_expiries(outcomes: DataFrame, log: DataFrame) -> DataFrame:

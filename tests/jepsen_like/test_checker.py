@@ -1050,3 +1050,222 @@ def test_first_deliveries_out_of_stream_order_are_caught() -> None:
     _consume(sc2, 1, [(1, "c1", 1, 1), (3, "c3", 1, 3)])
     _consume(sc2, FINAL_PROCESS_BASE, [])
     assert checker.check_consumers(sc2.build()[0]) == []
+
+
+# --- counters -----------------------------------------------------------------------------------
+
+COUNTER = "N"
+
+
+def _incr(
+    sc: Scenario,
+    p: int,
+    msg_id: str,
+    subject: str,
+    incr: int,
+    outcome: str = "ok",
+    seq: int | None = None,
+    val: int | None = None,
+    attempt: int = 1,
+) -> None:
+    """One increment attempt; ok with ``val`` None is a duplicate ack."""
+    value = {"stream": COUNTER, "subject": subject, "id": msg_id, "incr": incr}
+    value["attempt"] = attempt
+    sc.op(p, "invoke", "increment", value)
+    done: dict[str, Any] = dict(value)
+    if outcome == "ok":
+        done["seq"] = seq
+        done |= {"duplicate": True} if val is None else {"val": str(val)}
+    elif outcome == "fail":
+        done["error"] = {"code": 503, "err_code": 10008, "description": "no leader"}
+    else:
+        done["error"] = "timeout"
+    sc.op(p, outcome, "increment", done)
+
+
+def _finals(sc: Scenario, totals: dict[str, int | None], nodes: int = 3) -> None:
+    """Final counter reads of every subject from ``nodes`` nodes (None: not found)."""
+    for i in range(nodes):
+        for subject, total in totals.items():
+            value = {"stream": COUNTER, "subject": subject}
+            sc.op(FINAL_PROCESS_BASE + i, "invoke", "counter_read", value)
+            found = {"not_found": True} if total is None else {"seq": 9, "val": str(total)}
+            served = {"served_by": sc.nodes[i]}
+            sc.op(FINAL_PROCESS_BASE + i, "ok", "counter_read", {**value, **found, **served})
+
+
+def counted(a_total: int = 14, b_total: int = 2) -> Scenario:
+    """Subject n.a: a1 +5, a2 -3 acked (seqs 1, 2); a3 +2 timed out, then acked as a duplicate
+    of seq 4; a4 +7 refused; a5 +1 unknown twice (never stored); a6 +10 acked at seq 5: 14.
+    Subject n.b: b1 +4 acked at seq 3; b2 -2 unknown (stored at seq 6): 2. Then the final reads
+    of both subjects from every node."""
+    sc = Scenario()
+    _incr(sc, 0, "a1", "n.a", 5, seq=1, val=5)
+    _incr(sc, 1, "a2", "n.a", -3, seq=2, val=2)
+    _incr(sc, 2, "b1", "n.b", 4, seq=3, val=4)
+    _incr(sc, 0, "a3", "n.a", 2, outcome="info")
+    _incr(sc, 0, "a3", "n.a", 2, seq=4, attempt=2)
+    _incr(sc, 1, "a4", "n.a", 7, outcome="fail")
+    _incr(sc, 2, "a5", "n.a", 1, outcome="info")
+    _incr(sc, 2, "a5", "n.a", 1, outcome="info", attempt=2)
+    _incr(sc, 0, "a6", "n.a", 10, seq=5, val=14)
+    _incr(sc, 1, "b2", "n.b", -2, outcome="info")
+    _finals(sc, {"n.a": a_total, "n.b": b_total})
+    return sc
+
+
+def counter_anomalies(sc: Scenario) -> list[dict[str, Any]]:
+    return [a["detail"] for a in only(checker.check(*sc.build()), "counter")]
+
+
+def test_a_clean_counter_run_is_valid_and_counted() -> None:
+    verdict = checker.check(*counted().build())
+    assert verdict["anomalies"] == [] and verdict["valid"] is True
+    stats = verdict["stats"]
+    assert stats["counter_increments"] == 8
+    assert stats["counter_acked"] == 5  # a1 a2 a3 a6 b1
+    assert stats["counter_failed"] == 1  # a4
+    assert stats["counter_indeterminate"] == 2  # a5 b2
+    assert stats["counter_retries"] == 2  # a3 and a5, once each
+    a = stats["counter_totals"]["n.a"]
+    assert (a["acked_sum"], a["indeterminate"], a["method"], a["final"]) == (14, 1, "exact", ["14"])
+    assert stats["acked_writes"] == 0  # increments are not the writes of the other checks
+
+
+def test_indeterminate_increments_may_count_or_not() -> None:
+    for a_total, b_total in ((15, 2), (14, 4), (15, 4)):  # a5 and b2 applied, or not
+        assert checker.check_counters(counted(a_total, b_total).build()[0]) == []
+
+
+def test_a_lost_acked_increment_is_caught() -> None:
+    (found,) = counter_anomalies(counted(a_total=4))  # a6's +10 is gone
+    assert found["kind"] == "final-total" and found["subject"] == "n.a"
+    assert found["acked_sum"] == 14 and found["explainable"] == [14, 15]
+    assert found["method"] == "exact"
+    assert [f["total"] for f in found["finals"]] == ["4", "4", "4"]
+
+
+def test_a_refused_increment_must_not_count() -> None:
+    (found,) = counter_anomalies(counted(a_total=21))  # a4's refused +7 applied
+    assert found["kind"] == "final-total"
+
+
+def test_a_final_total_between_the_bounds_but_no_subset_sum_is_caught_exactly() -> None:
+    # b2's -2 makes n.b 4 or 2: 3 lies between the bounds, yet no subset of {-2} sums to -1
+    (found,) = counter_anomalies(counted(b_total=3))
+    assert (found["subject"], found["explainable"], found["method"]) == ("n.b", [2, 4], "exact")
+
+
+def test_one_node_reading_a_wrong_total_is_named() -> None:
+    sc = counted()
+    sc.op(FINAL_PROCESS_BASE + 5, "invoke", "counter_read", {"stream": COUNTER, "subject": "n.b"})
+    sc.op(
+        FINAL_PROCESS_BASE + 5,
+        "ok",
+        "counter_read",
+        {"stream": COUNTER, "subject": "n.b", "seq": 6, "val": "7", "served_by": "n3"},
+    )
+    (found,) = counter_anomalies(sc)
+    assert found["finals"] == [{"node": "n3", "total": "7"}]
+
+
+def test_a_retried_increment_applied_twice_is_caught() -> None:
+    # a3's first attempt was stored (seq 4), its retry applied again at seq 5 instead of being
+    # answered as a duplicate: n.a ends at 16, which no subset of the unknown a5 (+1) explains
+    sc = Scenario()
+    _incr(sc, 0, "a1", "n.a", 5, seq=1, val=5)
+    _incr(sc, 1, "a2", "n.a", -3, seq=2, val=2)
+    _incr(sc, 0, "a3", "n.a", 2, outcome="info")
+    _incr(sc, 0, "a3", "n.a", 2, seq=5, val=6, attempt=2)
+    _incr(sc, 2, "a5", "n.a", 1, outcome="info")
+    _finals(sc, {"n.a": 6})
+    (found,) = counter_anomalies(sc)
+    assert (found["kind"], found["acked_sum"], found["explainable"]) == ("final-total", 4, [4, 5])
+
+
+def test_an_acked_total_that_counts_an_increment_twice_is_caught() -> None:
+    sc = Scenario()
+    _incr(sc, 0, "a1", "n.a", 5, seq=1, val=5)
+    _incr(sc, 1, "b1", "n.b", 1, seq=2, val=1)
+    _incr(sc, 0, "a2", "n.a", -3, seq=3, val=-1)  # 5 - 3 is 2: the server subtracted twice
+    _finals(sc, {"n.a": 2, "n.b": 1})
+    (found,) = counter_anomalies(sc)
+    assert found == {
+        "stream": COUNTER,
+        "subject": "n.a",
+        "kind": "acked-total",
+        "id": "a2",
+        "seq": 3,
+        "incr": -3,
+        "val": "-1",
+        "expected": "2",
+        "after": {"id": "a1", "seq": 1, "val": "5"},
+    }
+    # a first total counts from 0
+    sc2 = Scenario()
+    _incr(sc2, 0, "a1", "n.a", 5, seq=1, val=6)
+    _finals(sc2, {"n.a": 5})
+    (found,) = counter_anomalies(sc2)
+    assert (found["kind"], found["expected"], found["after"]) == (
+        "acked-total",
+        "5",
+        {"seq": 0, "val": "0"},
+    )
+
+
+def test_acked_totals_are_not_judged_across_a_seq_no_ack_accounts_for() -> None:
+    # seq 2 may hold an unknown increment of n.a (a2's): a1 -> a3 is not judged, and the final
+    # total explains a2 as applied
+    sc = Scenario()
+    _incr(sc, 0, "a1", "n.a", 5, seq=1, val=5)
+    _incr(sc, 1, "a2", "n.a", 4, outcome="info")
+    _incr(sc, 0, "a3", "n.a", 1, seq=3, val=10)
+    _finals(sc, {"n.a": 10})
+    assert checker.check_counters(sc.build()[0]) == []
+
+
+def test_two_increments_acked_at_one_seq_are_caught() -> None:
+    sc = Scenario()
+    _incr(sc, 0, "a1", "n.a", 5, seq=1, val=5)
+    _incr(sc, 1, "b1", "n.b", 1, seq=1, val=1)
+    _finals(sc, {"n.a": 5, "n.b": 1})
+    (found,) = counter_anomalies(sc)
+    assert (found["kind"], found["seq"], found["ids"]) == ("seq-shared", 1, ["a1", "b1"])
+
+
+def test_acked_increments_without_a_final_read_are_unread() -> None:
+    sc = Scenario()
+    _incr(sc, 0, "a1", "n.a", 5, seq=1, val=5)
+    sc.op(FINAL_PROCESS_BASE, "invoke", "counter_read", {"stream": COUNTER, "subject": "n.a"})
+    sc.op(FINAL_PROCESS_BASE, "info", "counter_read", {"stream": COUNTER, "subject": "n.a"})
+    (found,) = counter_anomalies(sc)
+    assert found["kind"] == "unread"
+    # a subject nobody incremented reads as not found: fine
+    sc2 = Scenario()
+    _finals(sc2, {"n.a": None})
+    assert checker.check_counters(sc2.build()[0]) == []
+
+
+def test_many_indeterminate_increments_are_checked_against_their_bounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sc = Scenario()
+    _incr(sc, 0, "a1", "n.a", 10, outcome="info")
+    _incr(sc, 1, "a2", "n.a", 10, outcome="info")
+    _finals(sc, {"n.a": 5})  # between 0 and 20, but neither 0, 10 nor 20
+    (found,) = counter_anomalies(sc)
+    assert (found["method"], found["explainable"]) == ("exact", [0, 20])
+    monkeypatch.setattr(checker, "COUNTER_EXACT_WORK", 10)  # 2 increments x a span of 20
+    verdict = checker.check(*sc.build())
+    assert verdict["valid"], verdict["anomalies"]
+    assert verdict["stats"]["counter_totals"]["n.a"]["method"] == "bounds"
+    _finals(sc, {"n.a": 21})
+    (found,) = counter_anomalies(sc)
+    assert found["method"] == "bounds"
+
+
+def test_subset_sums() -> None:
+    lo, hi, bits = checker.subset_sums([-5, 3, 3])
+    assert (lo, hi) == (-5, 6) and bits is not None
+    assert {s for s in range(lo, hi + 1) if bits >> (s - lo) & 1} == {-5, -2, 0, 1, 3, 6}
+    assert checker.subset_sums([]) == (0, 0, 1)

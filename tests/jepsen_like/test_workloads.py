@@ -28,7 +28,7 @@ from nats.aio.msg import Msg
 from jepsen_like import workloads
 from jepsen_like.checker import check
 from jepsen_like.history import History, load, load_jsonl, pair, problems
-from jepsen_like.workloads import Client, Workload, make_workload, read_all
+from jepsen_like.workloads import Client, CounterWorkload, Workload, make_workload, read_all
 from tests.servers import JetraftCluster, ServerProc, start_nats_server
 
 STEPS = 60  # per process, in the unit tests
@@ -44,9 +44,17 @@ MAX_BATCH_STEPS = 1000  # a run of RUN_S must get at least this many ok operatio
 
 class FakeServer:
     """Streams as lists; publishes, atomic batches (one commit), expected-last-subject-sequence,
-    Direct Get, MSG.GET and STREAM.INFO, all answered like a correct server."""
+    counter increments (deduplicated by Nats-Msg-Id), Direct Get, MSG.GET and STREAM.INFO, all
+    answered like a correct server; with ``forget_ids``, a server that applies a retried
+    increment again."""
 
-    def __init__(self, wl: Workload, faults: random.Random | None = None, drop: int = 0):
+    def __init__(
+        self,
+        wl: Workload,
+        faults: random.Random | None = None,
+        drop: int = 0,
+        forget_ids: bool = False,
+    ):
         self.streams: dict[str, dict[int, tuple[str, bytes]]] = {}
         self.roots: dict[str, str] = {}
         for config in wl.stream_configs(1):
@@ -59,6 +67,8 @@ class FakeServer:
         self.up = True
         self.requests = 0
         self.down_after: int | None = None  # requests answered before the server dies
+        self.msg_ids: dict[str, int] = {}  # Nats-Msg-Id -> seq
+        self.forget_ids = forget_ids
 
     def _json(self, body: Any, headers: dict[str, str] | None = None) -> Msg:
         return Msg(_client=None, data=json.dumps(body).encode(), headers=headers)  # type: ignore[arg-type]
@@ -103,6 +113,9 @@ class FakeServer:
             for subj, payload in msgs:
                 seq = self._store(stream, subj, payload)
             return self._json({"stream": stream, "seq": seq, "batch": batch, "count": len(msgs)})
+        incr = headers.get("Nats-Incr")
+        if incr is not None:
+            return self._increment(stream, subject, int(incr), headers["Nats-Msg-Id"])
         expected = headers.get("Nats-Expected-Last-Subject-Sequence")
         if expected is not None:
             last = self._find(stream, {"last_by_subj": subject})
@@ -112,6 +125,15 @@ class FakeServer:
         if seq == self.drop:
             del self.streams[stream][seq]
         return self._json({"stream": stream, "seq": seq})
+
+    def _increment(self, stream: str, subject: str, incr: int, msg_id: str) -> Msg:
+        if msg_id in self.msg_ids and not self.forget_ids:
+            return self._json({"stream": stream, "seq": self.msg_ids[msg_id], "duplicate": True})
+        last = self._find(stream, {"last_by_subj": subject})
+        total = (int(json.loads(last[1][1])["val"]) if last else 0) + incr
+        seq = self._store(stream, subject, json.dumps({"val": str(total)}).encode())
+        self.msg_ids[msg_id] = seq
+        return self._json({"stream": stream, "seq": seq, "val": str(total)})
 
     def _find(self, stream: str, req: dict[str, Any]) -> tuple[int, tuple[str, bytes]] | None:
         msgs = self.streams[stream]
@@ -156,11 +178,16 @@ class FakeClient(Client):
 
 
 async def fake_run(
-    tmp_path: Path, name: str, seed: int, faults: int | None = None, drop: int = 0
+    tmp_path: Path,
+    name: str,
+    seed: int,
+    faults: int | None = None,
+    drop: int = 0,
+    forget_ids: bool = False,
 ) -> tuple[list[dict[str, Any]], FakeServer]:
-    """STEPS steps of each of PROCESSES processes (interleaved), then read_all of each stream."""
+    """STEPS steps of each of PROCESSES processes (interleaved), then the final reads."""
     wl = make_workload(name)
-    server = FakeServer(wl, None if faults is None else random.Random(faults), drop)
+    server = FakeServer(wl, None if faults is None else random.Random(faults), drop, forget_ids)
     path = tmp_path / f"{name}-{seed}-{faults}-{drop}-{len(list(tmp_path.iterdir()))}.jsonl"
     rng = random.Random(seed)
     with History(path) as history:
@@ -173,19 +200,23 @@ async def fake_run(
                 await wl.step(c)
         server.roll = None  # the final reads see the truth
         final = FakeClient(server, workloads.FINAL_PROCESS_BASE, history, random.Random(0))
-        for stream in wl.streams:
-            await read_all(final, stream)
+        await wl.read_back(final)
     return load(path), server
 
 
 def intended(history: list[dict[str, Any]]) -> dict[Any, list[tuple[str, Any]]]:
-    """Per process, the writes it invoked: (f, ids and subject)."""
+    """Per process, the writes it invoked: (f, ids and subject, ttl or increment)."""
     out: dict[Any, list[tuple[str, Any]]] = {}
     for op in history:
-        if op["type"] == "invoke" and op["f"] in ("publish", "batch"):
-            v = op["value"]
+        v = op["value"]
+        if op["type"] == "invoke" and op["f"] in ("publish", "batch", "increment"):
+            if v.get("attempt", 1) > 1:
+                continue  # a retry: what happened to the first attempt, not an intention
             out.setdefault(op["process"], []).append(
-                (op["f"], (v.get("id") or tuple(v["ids"]), v["subject"], v.get("ttl")))
+                (
+                    op["f"],
+                    (v.get("id") or tuple(v["ids"]), v["subject"], v.get("ttl"), v.get("incr")),
+                )
             )
     return out
 
@@ -202,7 +233,7 @@ async def test_the_same_seed_gives_the_same_operations(tmp_path: Path, name: str
     if name != "queue":  # a queue's publishes are the same for every seed (only pauses vary)
         other, _ = await fake_run(tmp_path, name, seed=8)
         assert intended(other) != intended(first)
-    if name in ("queue", "batch", "ttl"):
+    if name in ("queue", "batch", "ttl", "counter"):
         # their writes do not depend on what happened to earlier operations
         faulty, _ = await fake_run(tmp_path, name, seed=7, faults=1)
         assert intended(faulty) == intended(first)
@@ -229,6 +260,48 @@ async def test_a_server_that_drops_an_acked_write_is_caught(tmp_path: Path) -> N
     assert verdict["anomaly_counts"] == {"lost": 1}
     (lost,) = verdict["anomalies"]
     assert lost["detail"]["seq"] == 17
+
+
+async def test_a_server_that_applies_a_retried_increment_again_is_caught(tmp_path: Path) -> None:
+    history, _server = await fake_run(tmp_path, "counter", seed=11, faults=3)
+    retries = [op for op in history if op["f"] == "increment" and op["value"]["attempt"] > 1]
+    duplicates = [op for op in history if op["type"] == "ok" and op["value"].get("duplicate")]
+    assert retries and duplicates  # applied, its ack lost, retried: answered as a duplicate
+    assert check(history, {}, {})["valid"]
+    history, _server = await fake_run(tmp_path, "counter", seed=11, faults=3, forget_ids=True)
+    verdict = check(history, {}, {})
+    assert set(verdict["anomaly_counts"]) == {"counter"}, verdict["anomaly_counts"]
+
+
+async def test_increments_record_the_total_or_the_duplicate(tmp_path: Path) -> None:
+    wl = make_workload("counter")
+    server = FakeServer(wl)
+    stream = wl.streams[0]
+    with History(tmp_path / "h.jsonl") as history:
+        client = FakeClient(server, 0, history, random.Random(1))
+        kind, out = await client.increment(stream, "jn.c0", "i1", 5, 1)
+        assert (kind, out["seq"], out["val"], out["attempt"]) == ("ok", 1, "5", 1)
+        kind, out = await client.increment(stream, "jn.c0", "i2", -7, 1)
+        assert (kind, out["seq"], out["val"]) == ("ok", 2, "-2")
+        kind, out = await client.increment(stream, "jn.c0", "i2", -7, 2)
+        assert (kind, out["seq"], out["duplicate"], "val" in out) == ("ok", 2, True, False)
+        kind, out = await workloads.counter_read(client, stream, "jn.c0")
+        assert (kind, out["seq"], out["val"], out["served_by"]) == ("ok", 2, "-2", "n1")
+        kind, out = await workloads.counter_read(client, stream, "jn.c1")
+        assert (kind, out["not_found"]) == ("ok", True)
+        server.up = False
+        kind, out = await workloads.counter_read(client, stream, "jn.c0")
+        assert kind == "info"
+    ops = load(tmp_path / "h.jsonl")
+    assert problems(ops) == []
+    assert server.streams[stream][1] == ("jn.c0", b'{"val": "5"}')
+
+
+def test_counter_payloads() -> None:
+    assert workloads.counter_value(b'{"val":"-12"}') == "-12"
+    assert workloads.counter_value(b'{"val":12}') is None
+    assert workloads.counter_value(b"") is None
+    assert workloads.counter_value(None) is None
 
 
 async def test_outcomes_are_recorded_as_ok_fail_or_info(tmp_path: Path) -> None:
@@ -323,8 +396,25 @@ async def test_a_final_read_whose_node_dies_ends_promptly_with_unknown_seqs(
 
 
 def test_workload_names_and_tags() -> None:
-    assert sorted(workloads.WORKLOADS) == ["batch", "consumer", "kv", "mix", "queue", "ttl"]
-    assert make_workload("mix", tag="T1").streams == ("JQUEUET1", "JBATCHT1", "JTTLT1", "JKVT1")
+    assert sorted(workloads.WORKLOADS) == [
+        "batch",
+        "consumer",
+        "counter",
+        "kv",
+        "mix",
+        "queue",
+        "ttl",
+    ]
+    assert make_workload("mix", tag="T1").streams == (
+        "JQUEUET1",
+        "JBATCHT1",
+        "JTTLT1",
+        "JKVT1",
+        "JCOUNTERT1",
+    )
+    config = make_workload("counter", tag="T1").stream_configs(3)[0]
+    assert config["subjects"] == ["jnt1.>"] and config["allow_msg_counter"] is True
+    assert config["retention"] == "limits" and config["duplicate_window"] > 0
     config = make_workload("ttl", tag="x").stream_configs(3)[0]
     assert config["subjects"] == ["jtx.>"]
     assert config["num_replicas"] == 3
@@ -370,6 +460,11 @@ def well_formed(history: list[dict[str, Any]]) -> None:
             assert value.get("not_found") or isinstance(value["seq"], int)
         elif done["f"] == "consume":
             assert set(value["acked"]) <= {m[0] for m in value["msgs"]}
+        elif done["f"] == "increment":
+            assert isinstance(value["seq"], int) and value["seq"] > 0
+            assert value.get("duplicate") or int(value["val"]) is not None
+        elif done["f"] == "counter_read":
+            assert value.get("not_found") or int(value["val"]) is not None
 
 
 async def run_workload(
@@ -403,7 +498,12 @@ async def test_each_workload_against_a_jetraft_cluster_passes_the_checker(
     assert processes == set(range(RUN_PROCESSES))
     assert {op["node"] for op in history} == set(cluster.names)  # one process per node
     read_alls = [op for op in history if op["f"] == "read_all" and op["type"] == "ok"]
-    assert len(read_alls) == len(wl.streams) * len(cluster.nodes)
+    counters = [p for p in getattr(wl, "parts", (wl,)) if isinstance(p, CounterWorkload)]
+    streams = len(wl.streams) - len(counters)
+    assert len(read_alls) == streams * len(cluster.nodes)
+    counter_reads = [op for op in history if op["f"] == "counter_read" and op["type"] == "ok"]
+    subjects = sum(len(p.subjects) for p in counters)
+    assert len(counter_reads) == subjects * len(cluster.nodes)
     logs = {}
     for node in cluster.names:
         rows, _bad = load_jsonl(run / "nodes" / node / "log.jsonl")
@@ -411,7 +511,8 @@ async def test_each_workload_against_a_jetraft_cluster_passes_the_checker(
     assert all(logs.values()), "every node logged the workload's streams"
     verdict = check(history, logs, {"nodes": cluster.names, "nemeses": []})
     assert verdict["valid"], json.dumps(verdict["anomalies"])[:4000]
-    assert verdict["stats"]["acked_writes"] > 0
+    assert verdict["stats"]["acked_writes"] > 0 or name == "counter"
+    assert verdict["stats"]["counter_acked"] > 0 or not counters
 
 
 @pytest.fixture
@@ -430,7 +531,15 @@ async def test_the_mix_workload_against_nats_server_passes_without_node_logs(
     urls = {"n1": nats_server.url}
     _wl, history = await run_workload(urls, "mix", "", tmp_path / "history.jsonl")
     well_formed(history)
-    assert {op["f"] for op in history} == {"publish", "batch", "direct_get", "msg_get", "read_all"}
+    assert {op["f"] for op in history} == {
+        "publish",
+        "batch",
+        "direct_get",
+        "msg_get",
+        "read_all",
+        "increment",
+        "counter_read",
+    }
     verdict = check(history, {}, {"system": "nats"})
     assert verdict["valid"], json.dumps(verdict["anomalies"])[:4000]
     assert verdict["skipped"]

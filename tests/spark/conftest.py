@@ -444,6 +444,20 @@ class RunBuilder:
         return self.root
 
 
+def spark_findings(
+    results: dict[str, Any], keys: dict[str, tuple[str, str]]
+) -> set[tuple[str, str, str]]:
+    """(checker kind, stream, identifying field) of every finding of ``results``' checks, each
+    check named in ``keys`` with its checker kind and the field that identifies a finding; a
+    check must list every finding it counts (else a comparison would miss some)."""
+    found: set[tuple[str, str, str]] = set()
+    for check, (kind, key) in keys.items():
+        res = results[check]
+        assert res["count"] == len(res["examples"]), f"{check}: more findings than examples"
+        found |= {(kind, e["stream"], str(e[key])) for e in res["examples"]}
+    return found
+
+
 def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
 

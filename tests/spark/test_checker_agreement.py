@@ -29,7 +29,7 @@ from pyspark.sql import SparkSession
 from jepsen_like.checker import check_run
 from spark.load import load_runs
 from spark.writes import analyze_writes
-from tests.spark.conftest import RunBuilder
+from tests.spark.conftest import RunBuilder, spark_findings
 
 NODES = ("n1", "n2", "n3")
 STREAM = "S"
@@ -135,15 +135,6 @@ def checker_findings(verdict: dict[str, Any]) -> set[Finding]:
     }
 
 
-def spark_findings(results: dict[str, Any]) -> set[Finding]:
-    found: set[Finding] = set()
-    for check, (kind, key) in SPARK_KEYS.items():
-        res = results[check]
-        assert res["count"] == len(res["examples"]), f"{check}: more findings than examples"
-        found |= {(kind, e["stream"], str(e[key])) for e in res["examples"]}
-    return found
-
-
 @pytest.fixture(scope="module")
 def both(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     run = planted_run(tmp_path_factory.mktemp("agreement") / "run")
@@ -153,7 +144,7 @@ def both(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[
         results, _frames = analyze_writes(loaded.history, loaded.log, loaded.meta)
     finally:
         loaded.unpersist()
-    return {"checker": checker_findings(verdict), "spark": spark_findings(results)}
+    return {"checker": checker_findings(verdict), "spark": spark_findings(results, SPARK_KEYS)}
 
 
 def test_checker_and_spark_report_exactly_the_planted_anomalies(both: dict[str, Any]) -> None:

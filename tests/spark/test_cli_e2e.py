@@ -82,7 +82,8 @@ def fake_analysis(monkeypatch: pytest.MonkeyPatch, by_check: dict[str, int]) -> 
             "lone_entries": {"count": by_check.get("lone_entry", 0)},
         }
         writes = {k: {"count": by_check.get(k, 0)} for k in WRITE_CHECKS}
-        results = {"verdict": job.verdict(agreement, writes, stale)}
+        counters = {"findings": by_check.get("counter", 0)}
+        results = {"verdict": job.verdict(agreement, writes, stale, counters)}
         return results, out / "report.json", out / "report.html"
 
     monkeypatch.setattr(job, "analyze", fake_analyze)
@@ -92,6 +93,7 @@ def fake_analysis(monkeypatch: pytest.MonkeyPatch, by_check: dict[str, int]) -> 
 def test_the_verdict_counts_every_check() -> None:
     counts = {"replay_mismatch": 1, "split_brain": 2, "entry_divergence": 3, "lone_entry": 4}
     counts |= {k: 10 + i for i, k in enumerate(WRITE_CHECKS)} | {"stale_msg_get": 20}
+    counts |= {"counter": 30}
     agreement = {
         "replay": {"findings": 1},
         "split_brain": {"diverging_indexes": 2},
@@ -100,7 +102,7 @@ def test_the_verdict_counts_every_check() -> None:
     }
     writes = {k: {"count": 10 + i} for i, k in enumerate(WRITE_CHECKS)}
     stale = {"msg_get_violations": {"count": 20}}
-    v = job.verdict(agreement, writes, stale)
+    v = job.verdict(agreement, writes, stale, {"findings": 30})
     assert v == {"valid": False, "findings": sum(counts.values()), "by_check": counts}
     clean = job.verdict(
         {k: {kk: 0 for kk in d} for k, d in agreement.items()},

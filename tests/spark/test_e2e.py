@@ -47,7 +47,7 @@ from tests.spark.conftest import (
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-STAGES = ("loading", "agreement", "writes", "staleness", "report")
+STAGES = ("loading", "agreement", "writes", "staleness", "consumers", "counters", "report")
 CHAOS_SECONDS = 10
 CHAOS_SEED = 7
 CHAOS_TIMEOUT_S = 240
@@ -120,6 +120,14 @@ def check_report(
     for kind in ("direct_get", "msg_get"):
         want = by_f_type.get(f"{kind}:ok", 0) + extra.get(kind, 0)
         assert by_kind[kind]["reads"] == want, kind
+    incs = report["counters"]["increments"]
+    assert (incs["ok"], incs["fail"]) == (stats["counter_acked"], stats["counter_failed"])
+    assert (incs["info"], incs["retries"]) == (
+        stats["counter_indeterminate"],
+        stats["counter_retries"],
+    )
+    assert stats["counter_acked"] > 0  # the mix workload increments counters
+
     judged = report["staleness"]["reads"]["judged"]
     assert judged == stats["reads"] + extra.get("direct_get", 0) + extra.get("msg_get", 0)
     assert stats["reads"] > 0
@@ -136,6 +144,8 @@ def check_report(
         assert report["agreement"]["entry_divergence"]["count"] == 0
         for key in ("lost", "ack_mismatch", "phantom", "duplicate", "batches"):
             assert all(e["run"] != str(run.resolve()) for e in report["writes"][key]["examples"])
+        for key in ("final_total", "unread", "acked_total", "seq_shared"):
+            assert report["counters"][key]["count"] == 0, report["counters"][key]
 
     html = (out / "report.html").read_text()
     images = html.split("data:image/png;base64,")[1:]
