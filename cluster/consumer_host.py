@@ -52,7 +52,14 @@ from engine.consumer.results import (
     SeqPair,
     TimeoutResult,
 )
-from engine.entries import BatchCommitEntry, LogEntry, MirrorEntry, PublishEntry, SourceEntry
+from engine.entries import (
+    BatchCommitEntry,
+    ExpireEntry,
+    LogEntry,
+    MirrorEntry,
+    PublishEntry,
+    SourceEntry,
+)
 from engine.stream import Stream
 from protocol import consumer_wire as W
 from protocol import errors as E
@@ -69,6 +76,9 @@ FLOW_CONTROL_MAX_PENDING: Final = 32 * 1024 * 1024  # JsFlowControlMaxPending
 FLOW_CONTROL_FIRST_WINDOW: Final = FLOW_CONTROL_MAX_PENDING // 16
 FC_PREFIX: Final = "$JS.FC."
 NEXT_PREFIX: Final = "$JS.API.CONSUMER.MSG.NEXT."
+# entries that may store messages a consumer has to be told of (an expiry stores subject
+# delete markers and fires message schedules)
+_STORING_ENTRIES: Final = (PublishEntry, BatchCommitEntry, MirrorEntry, SourceEntry, ExpireEntry)
 ACK_METRIC_PREFIX: Final = "$JS.EVENT.METRIC.CONSUMER.ACK."
 INACTIVITY_CHECK_S: Final = 1.0
 CONFIGS_CACHED: Final = 1024  # distinct consumer configs whose parsed extras are kept
@@ -239,7 +249,7 @@ class ConsumerHost:
         """After every apply of this stream's log, on every replica."""
         if not self._leading:
             return
-        if isinstance(entry, PublishEntry | BatchCommitEntry | MirrorEntry | SourceEntry):
+        if isinstance(entry, _STORING_ENTRIES):
             if self._live:
                 self._schedule_pump()
         elif isinstance(entry, DeleteConsumerEntry):

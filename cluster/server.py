@@ -173,13 +173,10 @@ class Server:
             "port": self.port,
             "headers": True,
             "max_payload": self.opts.max_payload,
-            "client_id": cid,
-            "client_ip": "",
-            "api_lvl": SERVER_API_LEVEL,
-            "xkey": self.xkey,
         }
         if self.jetstream is not None:  # nats-server leaves the key out without JetStream
             info["jetstream"] = True
+        info.update(client_id=cid, client_ip="", api_lvl=SERVER_API_LEVEL, xkey=self.xkey)
         if self.opts.tls is not None:  # sent in the clear; the client upgrades after reading it
             info["tls_required"] = True
             if self.opts.tls.verify:

@@ -51,6 +51,7 @@ from engine.entries import (
     PublishEntry,
     UpdateConfigEntry,
 )
+from engine.schedules import FIRE_DELAY_MIN_S
 from engine.store import MessageStore
 from engine.stream import Stream
 from protocol import api_json
@@ -402,6 +403,11 @@ class StreamHost(Generic[Log_co]):
         if self._closing or not self.is_leader:
             return
         due_ns = self.stream.next_expiry_ns()
+        fire_ns = self.stream.next_schedule_ns()
+        if fire_ns is not None:
+            # as nats-server, a schedule fires no sooner than FIRE_DELAY_MIN_S from now
+            fire_ns = max(fire_ns, time.time_ns() + int(FIRE_DELAY_MIN_S * 1e9))
+            due_ns = fire_ns if due_ns is None else min(due_ns, fire_ns)
         if due_ns is None:
             return
         if self._expiry_timer is not None and self._expiry_at_ns <= due_ns:

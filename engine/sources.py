@@ -24,7 +24,13 @@ from dataclasses import dataclass
 from engine.counter import HDR_INCR, total_of
 from protocol import errors
 from protocol.errors import ApiError
-from protocol.headers import append_headers, get_header, remove_header, set_header
+from protocol.headers import (
+    append_headers,
+    get_header,
+    remove_header,
+    remove_prefixed_headers,
+    set_header,
+)
 from protocol.models import StreamSource
 from protocol.stream_config import source_index_name
 from protocol.subject_transform import SubjectTransform, seeded_pick
@@ -78,7 +84,7 @@ class SourceSpec:
             hdr = remove_header(hdr, HDR_STREAM_SOURCE)
             for prefix in _STRIPPED_PREFIXES:
                 if prefix in hdr:
-                    hdr = _remove_prefixed(hdr, prefix)
+                    hdr = remove_prefixed_headers(hdr, prefix)
         _, filters, dests = self.iname.split(" ")
         value = f"{self.name} {upstream_seq} {filters} {dests} {original_subject}"
         if ident:
@@ -91,15 +97,6 @@ def stream_identity(created_ns: int) -> str:
     RFC 3339): 8 characters of base 62 from the SHA-256. A recreated upstream has a new one."""
     digest = hashlib.sha256(format_rfc3339nano(created_ns).encode()).digest()
     return "".join(_HASH_DIGITS[b % len(_HASH_DIGITS)] for b in digest[:IDENTITY_CHARS])
-
-
-def _remove_prefixed(hdr: bytes, prefix: bytes) -> bytes:
-    """Every header line whose key starts with ``prefix`` removed (removeHeaderIfPrefixPresent)."""
-    lines = hdr.split(b"\r\n")
-    kept = [line for line in lines[1:] if not line.startswith(prefix)]
-    if not any(kept):
-        return b""
-    return b"\r\n".join([lines[0], *kept])
 
 
 def sourced_counter(

@@ -68,6 +68,21 @@ from engine.entries import (
     UpdateConfigEntry,
 )
 from engine.index import MsgMeta, StreamIndex, is_match_all
+from engine.schedules import (
+    HDR_NEXT as HDR_SCHEDULE_NEXT,
+)
+from engine.schedules import (
+    HDR_SCHEDULER,
+    NEXT_PURGE,
+    Schedules,
+    fired_message,
+    fired_next_ns,
+    is_scheduled,
+)
+from engine.schedules import HDR_SOURCE as HDR_SCHEDULE_SOURCE
+from engine.schedules import (
+    check_publish as check_schedule_headers,
+)
 from engine.sources import HDR_COUNTER_SOURCES, SourceSpec, sourced_counter
 from engine.store import MessageStore, StoredMsg
 from engine.ttl import (
@@ -102,6 +117,7 @@ HDR_STREAM_SOURCE: Final = "Nats-Stream-Source"
 HDR_CLIENT_INFO: Final = "Nats-Request-Info"
 _HDR_CLIENT_INFO_BYTES: Final = HDR_CLIENT_INFO.encode()
 _HDR_NATS_PREFIX: Final = b"Nats-"
+_HDR_SCHEDULE_NEXT_PURGE: Final = b"Nats-Schedule-Next: purge"
 _HDR_MSG_ID_LINE: Final = b"\r\n" + HDR_MSG_ID.encode() + b":"
 _HDR_EXPECTED_PREFIX: Final = b"Nats-Expected-"
 _HDR_KEY_BYTES: Final = {
@@ -215,6 +231,8 @@ class Stream:
         self._store = store
         self._index = StreamIndex()
         self._ttl = TtlIndex(tracking=False)  # per-message TTL deadlines (engine/ttl.py)
+        self._schedules = Schedules()  # message schedules (engine/schedules.py)
+        self._now_ns = 0  # the time of the entry being applied (schedules reason from it)
         # Contributions of the live messages with seq <= _folded_seq (see digest.py: the rest is
         # folded in when a digest is asked for).
         self._msg_sum = MessageSum()
@@ -289,6 +307,7 @@ class Stream:
     def apply_publish(self, index: int, entry: PublishEntry) -> list[PubResult]:
         self._begin(index)
         ts_ns = max(entry.ts_ns, self._last_ts_ns)
+        self._now_ns = ts_ns
         self._expire_dedupe(ts_ns)
         first_new = self._last_seq + 1
         results = self._publish_all(self._transformed(entry.msgs, index), ts_ns)
@@ -320,10 +339,13 @@ class Stream:
 
     def apply_expire(self, index: int, entry: ExpireEntry) -> list[int]:
         """Remove every message past max_age (unless its Nats-TTL is ``never``) or past its TTL
-        deadline at the entry's time, leaving subject delete markers; the removed seqs."""
+        deadline at the entry's time, leaving subject delete markers, then fire the message
+        schedules due at that time; the removed seqs."""
         self._begin(index)
         first_new = self._last_seq + 1  # subject delete markers
         removed = self._expire(entry.ts_ns)
+        if self._schedules.by_subject:
+            self._fire_schedules(max(entry.ts_ns, self._last_ts_ns))
         self._drop_uninterested(first_new)
         self._end(index)
         return removed
@@ -341,6 +363,7 @@ class Stream:
         the stream before the batch, then all are stored with contiguous seqs; or none is."""
         self._begin(index)
         ts_ns = max(entry.ts_ns, self._last_ts_ns)
+        self._now_ns = ts_ns
         self._expire_dedupe(ts_ns)
         first_new = self._last_seq + 1
         checked = check_batch_commit(
@@ -477,6 +500,7 @@ class Stream:
         first_new = self._last_seq + 1
         if spec is not None:
             ts_ns = max(entry.ts_ns, self._last_ts_ns)
+            self._now_ns = ts_ns
             self._expire_dedupe(ts_ns)
             position = self._source_positions.get(entry.source, 0)
             for msg in entry.msgs:
@@ -648,6 +672,10 @@ class Stream:
             self._purge_ex(msg.subject, 0, 1)
         elif checked.rollup == ROLLUP_ALL:
             self._purge_ex("", 0, 1)
+        if msg.hdr and _HDR_SCHEDULE_NEXT_PURGE in msg.hdr:
+            scheduler = get_header(msg.hdr, HDR_SCHEDULER)
+            if scheduler and get_header(msg.hdr, HDR_SCHEDULE_NEXT) == NEXT_PURGE:
+                self._purge_ex(scheduler, 0, 0)  # a one-off schedule goes once it fired
         if checked.total is not None:
             return PubResult(seq, val=str(checked.total))
         return PubResult(seq)
@@ -682,7 +710,11 @@ class Stream:
             checked = self._check_headers(msg, sourced)
             if isinstance(checked, PubResult):
                 return checked
-            msg_id, rollup, ttl_invalid, incr = checked
+            msg_id, rollup, ttl_invalid, incr, checked_hdr = checked
+            if checked_hdr is not hdr:
+                hdr = checked_hdr
+                msg = InboundMsg(msg.subject, hdr, msg.data)
+                size = self._msg_size(msg.subject, hdr, msg.data)
         total: int | None = None
         if cfg.allow_msg_counter:
             if incr is None:
@@ -726,10 +758,10 @@ class Stream:
 
     def _check_headers(
         self, msg: InboundMsg, sourced: bool = False
-    ) -> PubResult | tuple[str, str, bool, int | None]:
+    ) -> PubResult | tuple[str, str, bool, int | None, bytes]:
         """The header checks, from Nats-Incr to Nats-Rollup; returns the msg id, the rollup,
-        whether Nats-TTL failed to parse (reported later, as nats-server does) and a counter
-        increment."""
+        whether Nats-TTL failed to parse (reported later, as nats-server does), a counter
+        increment and the header to store (a schedule gains a rollup)."""
         cfg, hdr = self._config, msg.hdr
         if sourced:
             incr = incr_of(hdr)
@@ -753,6 +785,19 @@ class Stream:
         error = self._check_expected_seqs(msg) if has_expected else None
         if error is not None:
             return _error(error)
+        if not sourced and is_scheduled(hdr):
+            scheduled = check_schedule_headers(
+                hdr,
+                msg.subject,
+                allowed=cfg.allow_msg_schedules,
+                allow_ttl=cfg.allow_msg_ttl,
+                stream_subjects=cfg.subjects or [],
+                last_on=self.load_last,
+                now_ns=self._now_ns,
+            )
+            if isinstance(scheduled, ApiError):
+                return _error(scheduled)
+            hdr = scheduled
         if not sourced and _header(hdr, HDR_STREAM_SOURCE):
             return _error(ApiError(errors.MESSAGE_SOURCE_HEADER_NOT_ALLOWED))
         msg_id = _header(hdr, HDR_MSG_ID) or ""
@@ -772,7 +817,7 @@ class Stream:
             if rollup not in (ROLLUP_SUBJECT, ROLLUP_ALL):
                 err = f"rollup value invalid: {go_quote(rollup)}"
                 return _error(ApiError(errors.STREAM_ROLLUP_FAILED, err=err))
-        return msg_id, rollup, ttl_invalid, incr
+        return msg_id, rollup, ttl_invalid, incr, hdr
 
     def _check_expected_seqs(self, msg: InboundMsg) -> ApiError | None:
         hdr = msg.hdr
@@ -816,8 +861,11 @@ class Stream:
         subject, hdr, data = msg.subject, msg.hdr, msg.data
         if self._republish is not None:
             self._queue_republish(seq, subject, hdr, data, ts_ns)
-        self._store.append(StoredMsg(seq, subject, hdr, data, ts_ns))
+        stored = StoredMsg(seq, subject, hdr, data, ts_ns)
+        self._store.append(stored)
         self._index.add(seq, subject, ts_ns, size, content_fingerprint(hdr, data))
+        if self._config.allow_msg_schedules:
+            self._schedules.on_stored(stored, max(ts_ns, self._now_ns))
         if hdr and HDR_MSG_TTL_BYTES in hdr:
             self._ttl.on_stored(seq, ts_ns, hdr)
         self._last_seq = seq
@@ -852,6 +900,8 @@ class Stream:
     def _index_msg(self, seq: int, subject: str, hdr: bytes, data: bytes, ts_ns: int) -> None:
         size = self._msg_size(subject, hdr, data)
         self._index.add(seq, subject, ts_ns, size, content_fingerprint(hdr, data))
+        if self._config.allow_msg_schedules and hdr:
+            self._schedules.on_stored(StoredMsg(seq, subject, hdr, data, ts_ns), ts_ns)
         if hdr and HDR_MSG_TTL_BYTES in hdr:
             self._ttl.on_stored(seq, ts_ns, hdr)
 
@@ -899,6 +949,8 @@ class Stream:
         self._unfold(seq, meta)
         if self._ttl.tracked:
             self._ttl.forget(seq)
+        if self._schedules.by_seq:
+            self._schedules.drop_seq(seq)
         if not self._index:
             self._empty_first_seq = self._last_seq + 1
         return True
@@ -1025,6 +1077,7 @@ class Stream:
             self._store.remove_through(self._last_seq)
         self._index.clear()
         self._ttl.clear()
+        self._schedules = Schedules()
         self._msg_sum.reset()
         self._empty_first_seq = self._last_seq + 1
         return purged
@@ -1041,6 +1094,7 @@ class Stream:
                     raise AssertionError(f"seq {victim} vanished from the index")
                 self._unfold(victim, meta)
                 self._ttl.forget(victim)
+                self._schedules.drop_seq(victim)
             if victims:
                 self._store.remove_through(seq - 1)
             if not self._index:
@@ -1088,6 +1142,10 @@ class Stream:
         self._set_config(new)
         if new.allow_msg_ttl != self._ttl.tracking:
             self._track_ttls(new.allow_msg_ttl)
+        if new.allow_msg_schedules and not old.allow_msg_schedules:
+            for stored in self._store.scan():
+                if stored.hdr:
+                    self._schedules.on_stored(stored, stored.ts_ns)
         # memstore.go UpdateConfig: msgs and bytes limits (discard old only), then per subject
         # when that limit was lowered or newly set.
         self._enforce_discard_old()
@@ -1158,6 +1216,35 @@ class Stream:
         if not self._index:
             return None
         return self._ttl.next_expiry_ns(self._index, self._config.max_age)
+
+    def next_schedule_ns(self) -> int | None:
+        """When the next message schedule is due (an ExpireEntry fires it); None when none is
+        waiting. May be in the past."""
+        return self._schedules.next_fire_ns()
+
+    def _fire_schedules(self, now_ns: int) -> None:
+        """Publish what every schedule due at ``now_ns`` fires (nats-server's scheduler; the
+        messages are stored as sourced ones: no publish-time checks of schedule headers)."""
+        self._now_ns = now_ns
+        self._expire_dedupe(now_ns)
+        for seq, subject in self._schedules.due(now_ns):
+            schedule = self._store.load(seq)
+            if schedule is None:
+                self._schedules.drop_seq(seq)
+                continue
+            source = get_header(schedule.hdr, HDR_SCHEDULE_SOURCE)
+            source_last = self.load_last(source) if source else None
+            fired, repeat = fired_message(schedule, source_last, now_ns)
+            if fired is None:
+                self._schedules.drop_subject(subject)
+                continue
+            result = self._publish_one(fired, now_ns, sourced=True)
+            if result.error is not None:
+                # a fired message the stream refuses must not fire again at once
+                if repeat:
+                    self._schedules.move(subject, fired_next_ns(fired.hdr, now_ns))
+                else:
+                    self._schedules.drop_subject(subject)
 
     def _unfold(self, seq: int, meta: MsgMeta) -> None:
         """Take a removed message out of the digest sum, if it was folded in."""

@@ -149,6 +149,18 @@ def remove_header(hdr: bytes, key: str) -> bytes:
             return b""
 
 
+def remove_prefixed_headers(hdr: bytes, prefix: bytes) -> bytes:
+    """Every header line whose key starts with ``prefix`` removed
+    (``removeHeaderIfPrefixPresent``); ``b""`` when no header is left."""
+    if not hdr or prefix not in hdr:
+        return hdr
+    lines = hdr.split(CRLF)
+    kept = [line for line in lines[1:] if not line.startswith(prefix)]
+    if not any(kept):
+        return b""
+    return CRLF.join([lines[0], *kept])
+
+
 def set_header(hdr: bytes, key: str, value: str) -> bytes:
     """Replace the first ``key``'s value (keeping one space after the colon), or append the
     header if absent (``setHeader``). An empty ``hdr`` gives a fresh block."""

@@ -714,7 +714,6 @@ def refuse_unsupported(cfg: StreamConfig) -> None:
     unsupported = [
         ("sources[].external", any(src.external is not None for src in sources)),
         ("sources[].consumer", any(src.consumer is not None for src in sources)),
-        ("allow_msg_schedules", cfg.allow_msg_schedules),
         ("allow_batched", cfg.allow_batched),
         ("mirror.external", mirror is not None and mirror.external is not None),
         ("mirror.consumer", mirror is not None and mirror.consumer is not None),

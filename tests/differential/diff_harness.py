@@ -564,3 +564,34 @@ __all__ = [
     "header_block",
     "mask_header_block",
 ]
+
+
+# --- waiting for a stream state (expiry, schedules): poll, then record ----------------------
+
+STATE_WAIT_S = 8.0  # far above the ~0.5 s nats-server needs past a deadline
+STATE_POLL_INTERVAL_S = 0.02
+
+
+async def info(s: Session, stream: str, label: str) -> dict[str, Any]:
+    reply = await s.api(f"STREAM.INFO.{stream}", label=f"INFO {label}")
+    state: dict[str, Any] = reply.get("state") or {}
+    return state
+
+
+async def wait_state(
+    s: Session, stream: str, label: str, done: Callable[[dict[str, Any]], bool]
+) -> None:
+    """Poll STREAM.INFO (unrecorded) until done(state) or STATE_WAIT_S; then record it."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + STATE_WAIT_S
+    while True:
+        reply = await s.api(f"STREAM.INFO.{stream}", record=False)
+        state = reply.get("state") or {}
+        if done(state) or loop.time() > deadline:
+            break
+        await asyncio.sleep(STATE_POLL_INTERVAL_S)
+    await info(s, stream, label)
+
+
+def state_is(messages: int, last_seq: int) -> Callable[[dict[str, Any]], bool]:
+    return lambda st: st.get("messages") == messages and st.get("last_seq") == last_seq

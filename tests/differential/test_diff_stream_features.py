@@ -16,7 +16,13 @@ import pytest
 
 from engine.sources import stream_identity
 from protocol.timefmt import parse_rfc3339_unix_ns
-from tests.differential.diff_harness import REPLY_TIMEOUT_S, Differ, Session
+from tests.differential.diff_harness import (
+    REPLY_TIMEOUT_S,
+    Differ,
+    Session,
+    state_is,
+    wait_state,
+)
 from tests.differential.diff_mask import TS_MASK, mask_json
 
 pytestmark = pytest.mark.differential
@@ -381,5 +387,98 @@ async def test_mirror_subject_transforms(diff: Differ) -> None:
         for seq in (1, 2, 3, 4):
             await s.direct_get(mirror, {"seq": seq}, label=f"DG mirror {seq}")
         await s.api(f"STREAM.INFO.{mirror}", label="INFO mirror")
+
+    await diff.run(scenario)
+
+
+SCHEDULE = "Nats-Schedule"
+TARGET = "Nats-Schedule-Target"
+
+
+async def test_message_schedule_errors(diff: Differ) -> None:
+    async def scenario(s: Session) -> None:
+        name = s.stream()
+        await s.create(
+            {"name": name, "subjects": [s.subj(">")], "allow_msg_schedules": True},
+            label="CREATE schedules",
+        )
+        target = s.subj("target")
+        at = "@at 2099-01-01T00:00:00Z"
+        rows: list[dict[str, str]] = [
+            {SCHEDULE: at},
+            {SCHEDULE: at, TARGET: s.subj("sched.a")},
+            {SCHEDULE: at, TARGET: "not.in.stream"},
+            {SCHEDULE: at, TARGET: "bad subject"},
+            {SCHEDULE: "@at tomorrow", TARGET: target},
+            {SCHEDULE: "@every 500ms", TARGET: target},
+            {SCHEDULE: "@every 5s", TARGET: target, "Nats-Schedule-Time-Zone": "UTC"},
+            {SCHEDULE: "0 0 * * *", TARGET: target},
+            {SCHEDULE: "0 0 0 * * *", TARGET: target, "Nats-Schedule-Time-Zone": "Mars/Base"},
+            {SCHEDULE: "0 0 0 * * *", TARGET: target, "Nats-Schedule-Time-Zone": ""},
+            {SCHEDULE: "0 0 9 * * mon-fri", TARGET: target, "Nats-Schedule-TTL": "5m"},
+            {SCHEDULE: at, TARGET: target, "Nats-Schedule-TTL": "bogus"},
+            {SCHEDULE: at, TARGET: target, "Nats-Schedule-Rollup": "all"},
+            {SCHEDULE: at, TARGET: target, "Nats-Schedule-Source": target},
+            {SCHEDULE: at, TARGET: target, "Nats-Rollup": "all"},
+            {SCHEDULE: "@hourly", TARGET: target, "Nats-Schedule-Source": s.subj("src")},
+            {"Nats-Scheduler": s.subj("sched.a")},
+            {"Nats-Schedule-Next": "later", "Nats-Scheduler": s.subj("sched.a")},
+            {"Nats-Schedule-Next": "purge"},
+            {"Nats-Schedule-Next": "purge", "Nats-Scheduler": s.subj("plain")},
+        ]
+        await s.publish(s.subj("plain"), b"p", label="PUB plain")
+        for i, headers in enumerate(rows):
+            await s.publish(s.subj("sched.a"), b"x", headers=headers, label=f"PUB {i} {headers}")
+        await s.direct_get(name, {"last_by_subj": s.subj("sched.a")}, label="DG schedule")
+        plain = s.stream("P")
+        await s.create({"name": plain, "subjects": [s.subj("p.>")]}, label="CREATE plain")
+        await s.publish(
+            s.subj("p.s"), b"", headers={SCHEDULE: at, TARGET: s.subj("p.t")}, label="PUB off"
+        )
+        await s.publish(
+            s.subj("p.s"), b"", headers={SCHEDULE: "nonsense"}, label="PUB bad pattern off"
+        )
+
+    await diff.run(scenario)
+
+
+async def test_message_schedules_fire(diff: Differ) -> None:
+    async def scenario(s: Session) -> None:
+        name = s.stream()
+        await s.create(
+            {
+                "name": name,
+                "subjects": [s.subj(">")],
+                "allow_msg_schedules": True,
+                "allow_msg_ttl": True,
+                "allow_direct": True,
+            },
+            label="CREATE schedules",
+        )
+        await s.publish(s.subj("src"), b"from source", headers={"Foo": "bar"}, label="PUB src")
+        once = {SCHEDULE: "@at 2001-01-01T00:00:00Z", TARGET: s.subj("once")}
+        await s.publish(s.subj("sched.once"), b"payload", headers=once, label="PUB once")
+        sourced = {
+            SCHEDULE: "@at 2001-01-01T00:00:00Z",
+            TARGET: s.subj("copied"),
+            "Nats-Schedule-Source": s.subj("src"),
+            "Nats-Schedule-TTL": "1h",
+        }
+        await s.publish(s.subj("sched.copy"), b"own", headers=sourced, label="PUB sourced")
+        # src, once and copied are left: a one-off schedule goes once it fired
+        await wait_state(s, name, "fired", state_is(3, 5))
+        nc = await s.nc()
+        for subject in ("once", "copied", "sched.once", "sched.copy"):
+            reply = await nc.request(
+                f"$JS.API.DIRECT.GET.{name}",
+                json.dumps({"last_by_subj": s.subj(subject)}).encode(),
+                timeout=REPLY_TIMEOUT_S,
+            )
+            headers = [
+                (k, TS_MASK if k == TIME_STAMP else v)
+                for k, v in (reply.headers or {}).items()
+                if k != "Nats-Sequence"
+            ]
+            s.record(f"DG last {subject}", (headers, reply.data))
 
     await diff.run(scenario)

@@ -14,15 +14,20 @@ only after a positive on a stream that started at the same moment with the same 
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from nats.aio.msg import Msg
 
-from tests.differential.diff_harness import REPLY_TIMEOUT_S, Differ, Session
+from tests.differential.diff_harness import (
+    REPLY_TIMEOUT_S,
+    Differ,
+    Session,
+    info,
+    state_is,
+    wait_state,
+)
 from tests.differential.diff_mask import TS_MASK
 
 pytestmark = pytest.mark.differential
@@ -37,8 +42,6 @@ KV_OP = "KV-Operation"
 MARKER_REASON = "Nats-Marker-Reason"
 TIME_STAMP = "Nats-Time-Stamp"
 
-EXPIRY_WAIT_S = 8.0  # far above the ~0.5 s nats-server needs past a deadline
-POLL_INTERVAL_S = 0.02
 
 # (value, what nats-server does with it on a TTL-enabled stream): docs/nats-differences.md §3.
 TTL_ROWS = [
@@ -88,31 +91,6 @@ async def dg_seq(s: Session, stream: str, seq: int) -> None:
     msg = await nc.request(subject, json.dumps({"seq": seq}).encode(), timeout=REPLY_TIMEOUT_S)
     headers = [(k, TS_MASK if k == TIME_STAMP else v) for k, v in (msg.headers or {}).items()]
     s.record(f"DG {stream[-3:]} seq {seq}", (headers, msg.data))
-
-
-async def info(s: Session, stream: str, label: str) -> dict[str, Any]:
-    reply = await s.api(f"STREAM.INFO.{stream}", label=f"INFO {label}")
-    state: dict[str, Any] = reply.get("state") or {}
-    return state
-
-
-async def wait_state(
-    s: Session, stream: str, label: str, done: Callable[[dict[str, Any]], bool]
-) -> None:
-    """Poll STREAM.INFO (unrecorded) until done(state) or EXPIRY_WAIT_S; then record it."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + EXPIRY_WAIT_S
-    while True:
-        reply = await s.api(f"STREAM.INFO.{stream}", record=False)
-        state = reply.get("state") or {}
-        if done(state) or loop.time() > deadline:
-            break
-        await asyncio.sleep(POLL_INTERVAL_S)
-    await info(s, stream, label)
-
-
-def state_is(messages: int, last_seq: int) -> Callable[[dict[str, Any]], bool]:
-    return lambda st: st.get("messages") == messages and st.get("last_seq") == last_seq
 
 
 # ---------------------------------------------------------------------------------- config

@@ -16,6 +16,7 @@ from tests.integration.clients import connect
 from tests.servers import ServerProc
 
 REPLY_TIMEOUT_S = 5.0
+SCHEDULE_WAIT_S = 5.0
 
 
 async def test_a_kv_bucket_republishes_its_updates(nc: NATS, js: JetStreamContext) -> None:
@@ -72,11 +73,29 @@ async def test_a_stream_sources_two_others(js: JetStreamContext) -> None:
     assert got == [b"from a", b"from b", b"later"]
 
 
+async def test_a_repeating_schedule_publishes_every_second(nc: NATS, js: JetStreamContext) -> None:
+    await nc.request(
+        "$JS.API.STREAM.CREATE.SCH",
+        json.dumps({"name": "SCH", "subjects": ["sch.>"], "allow_msg_schedules": True}).encode(),
+        timeout=REPLY_TIMEOUT_S,
+    )
+    headers = {"Nats-Schedule": "@every 1s", "Nats-Schedule-Target": "sch.out"}
+    ack = await nc.request("sch.tick", b"beat", headers=headers, timeout=REPLY_TIMEOUT_S)
+    assert "error" not in json.loads(ack.data)
+    sub = await js.subscribe("sch.out", ordered_consumer=True)
+    first = await sub.next_msg(timeout=SCHEDULE_WAIT_S)
+    second = await sub.next_msg(timeout=SCHEDULE_WAIT_S)
+    for msg in (first, second):
+        assert msg.data == b"beat"
+        assert (msg.headers or {}).get("Nats-Scheduler") == "sch.tick"
+    assert first.metadata.timestamp < second.metadata.timestamp
+    await sub.unsubscribe()
+
+
 @pytest.mark.parametrize(
     ("setting", "extra"),
     [
         ("sources[].external", {"sources": [{"name": "O", "external": {"api": "$JS.x.API"}}]}),
-        ("allow_msg_schedules", {"allow_msg_schedules": True}),
         ("allow_batched", {"allow_batched": True}),
     ],
 )

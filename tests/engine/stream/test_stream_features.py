@@ -10,15 +10,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.batch import BatchResult
-from engine.entries import BatchCommitEntry, InboundMsg, MirroredMsg, PublishEntry, SourceEntry
+from engine.entries import (
+    BatchCommitEntry,
+    ExpireEntry,
+    InboundMsg,
+    MirroredMsg,
+    PublishEntry,
+    SourceEntry,
+)
 from engine.memstore import MemoryStore
 from engine.sources import HDR_STREAM_SOURCE, SourceSpec
 from engine.stream import Stream
 from protocol import errors
 from protocol.headers import get_header
 from protocol.models import RePublish, StreamSource, SubjectTransform
+from protocol.timefmt import parse_rfc3339_unix_ns
 from tests.engine.batch.batch_builders import bmsg
-from tests.engine.stream.harness import CREATED_NS, MakeHarness, hdr, make_config
+from tests.engine.stream.harness import CREATED_NS, Harness, MakeHarness, S, hdr, make_config
 
 INCR = "Nats-Incr"
 
@@ -261,3 +269,91 @@ def test_a_counter_sums_its_sources_totals(make_harness: MakeHarness) -> None:
         "A": {"S.c": "7"},
         "B": {"S.c": "2"},
     }
+
+
+# ------------------------------------------------------------------------------ schedules
+
+SCHEDULED = {"allow_msg_schedules": True, "allow_rollup_hdrs": True, "subjects": ["S.>"]}
+
+
+def schedule(pattern: str, target: str = "S.out", *extra: tuple[str, str]) -> bytes:
+    return hdr(("Nats-Schedule", pattern), ("Nats-Schedule-Target", target), *extra)
+
+
+def fire(h: Harness, at_ns: int) -> None:
+    h.now_ns = at_ns
+    h.apply(ExpireEntry(at_ns))
+
+
+def test_a_repeating_schedule_fires_and_moves_on(make_harness: MakeHarness) -> None:
+    h = make_harness(**SCHEDULED)
+    h.ok("S.tick", b"beat", schedule("@every 2s"))
+    start = h.now_ns
+    due = h.stream.next_schedule_ns()
+    assert due is not None and S <= due - start <= 3 * S
+    fire(h, due)
+    fired = h.stream.load_last("S.out")
+    assert fired is not None and fired.data == b"beat"
+    assert get_header(fired.hdr, "Nats-Scheduler") == "S.tick"
+    following = get_header(fired.hdr, "Nats-Schedule-Next") or ""
+    assert parse_rfc3339_unix_ns(following) == h.stream.next_schedule_ns()
+    assert get_header(fired.hdr, "Nats-Schedule") is None  # schedule headers stripped
+    fire(h, h.now_ns + S // 2)  # not due yet: nothing fires
+    assert h.stream.state().messages == 2
+    next_due = h.stream.next_schedule_ns()
+    assert next_due is not None
+    fire(h, next_due)
+    assert h.stream.state().messages == 3  # the schedule and two fired messages
+    # a restart finds the schedule where the log left it
+    assert h.reopen().next_schedule_ns() == h.stream.next_schedule_ns()
+    assert h.replay_into_fresh().digest() == h.stream.digest()
+
+
+def test_a_one_off_schedule_fires_once_and_goes(make_harness: MakeHarness) -> None:
+    h = make_harness(**SCHEDULED, allow_msg_ttl=True)
+    h.ok("S.src", b"latest", hdr(("Foo", "bar")))
+    at = "@at 2023-11-14T22:13:25Z"  # a moment after the harness's clock starts
+    extra = [("Nats-Schedule-Source", "S.src"), ("Nats-Schedule-TTL", "1h")]
+    h.ok("S.once", b"own", schedule(at, "S.out", *extra))
+    due = h.stream.next_schedule_ns()
+    assert due == parse_rfc3339_unix_ns(at[4:])
+    fire(h, max(due, h.now_ns))
+    fired = h.stream.load_last("S.out")
+    assert fired is not None and fired.data == b"latest"
+    assert get_header(fired.hdr, "Foo") == "bar"
+    assert get_header(fired.hdr, "Nats-TTL") == "1h"
+    assert get_header(fired.hdr, "Nats-Schedule-Next") == "purge"
+    assert h.stream.load_last("S.once") is None  # the schedule is purged
+    assert h.stream.next_schedule_ns() is None
+
+
+def test_a_plain_message_cancels_a_schedule(make_harness: MakeHarness) -> None:
+    h = make_harness(**SCHEDULED)
+    h.ok("S.tick", b"", schedule("0 0 0 * * *"))
+    assert h.stream.next_schedule_ns() is not None
+    h.ok("S.tick", b"no longer a schedule")
+    assert h.stream.next_schedule_ns() is None
+
+
+def test_schedule_publish_errors(make_harness: MakeHarness) -> None:
+    h = make_harness(**SCHEDULED)
+    assert (
+        h.fail("S.a", b"", schedule("@every 1ms")).spec == errors.MESSAGE_SCHEDULES_PATTERN_INVALID
+    )
+    assert (
+        h.fail("S.a", b"", schedule("@daily", "X.y")).spec
+        == errors.MESSAGE_SCHEDULES_TARGET_INVALID
+    )
+    zone = ("Nats-Schedule-Time-Zone", "Nowhere/Town")
+    assert (
+        h.fail("S.a", b"", schedule("@daily", "S.b", zone)).spec
+        == errors.MESSAGE_SCHEDULES_TIME_ZONE_INVALID
+    )
+    off = make_harness()
+    assert off.fail("S.a", b"", schedule("@daily")).spec == errors.MESSAGE_SCHEDULES_DISABLED
+    stored = h.publish(
+        "S.a",
+        b"",
+        schedule("0 30 9 * * mon-fri", "S.b", ("Nats-Schedule-Time-Zone", "Europe/Amsterdam")),
+    )
+    assert stored.error is None
