@@ -155,6 +155,8 @@ SOURCE_MULTIPLE_FILTERS_NOT_ALLOWED = _e(
     10144, 400, "source with multiple subject transforms cannot also have a single subject filter"
 )
 SOURCE_INVALID_SUBJECT_FILTER = _e(10145, 400, "source transform source: {err}")
+SOURCE_INVALID_TRANSFORM_DESTINATION = _e(10146, 400, "source transform: {err}")
+MIRROR_INVALID_TRANSFORM_DESTINATION = _e(10154, 400, "mirror transform: {err}")
 SOURCE_OVERLAPPING_SUBJECT_FILTERS = _e(10147, 400, "source filters can not overlap")
 MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED = _e(
     10150, 400, "mirror with multiple subject transforms cannot also have a single subject filter"

@@ -6,9 +6,8 @@ order, so that a bad config gets the same err_code *and* the same text as from n
 first failing check wins, so the order is part of the contract. Pure functions: the caller
 (the meta leader in ``cluster/``) passes the existing streams in and applies the result.
 
-Known gaps (documented, not silent): a mirror's or source's transform *destination* is checked
-when the stream is created, not here (see protocol/subject_transform.py); account limits (max
-streams, max bytes required) belong to the caller.
+Known gaps (documented, not silent): account limits (max streams, max bytes required) belong to
+the caller.
 
 Must never: do I/O, read clocks, or mutate the configs it is given.
 """
@@ -310,12 +309,20 @@ class _Prefixes:
 
 
 def _check_transform_sources(
-    src: StreamSource, invalid_filter: ErrorSpec, overlapping: ErrorSpec, use_subset: bool
+    src: StreamSource,
+    invalid_filter: ErrorSpec,
+    invalid_dest: ErrorSpec,
+    overlapping: ErrorSpec,
+    use_subset: bool,
 ) -> None:
     transforms = src.subject_transforms or []
     for tr in transforms:
         if tr.src and not is_valid_subject(tr.src):
             raise ApiError(invalid_filter, err=f"invalid subject {tr.src}")
+        try:
+            validate_mapping(tr.src, tr.dest)
+        except TransformError as exc:
+            raise ApiError(invalid_dest, err=str(exc)) from None
     for i, outer in enumerate(transforms):
         for j, inner in enumerate(transforms):
             if i == j:
@@ -367,6 +374,7 @@ def _check_mirror(
     _check_transform_sources(
         mirror,
         errors.MIRROR_INVALID_SUBJECT_FILTER,
+        errors.MIRROR_INVALID_TRANSFORM_DESTINATION,
         errors.MIRROR_OVERLAPPING_SUBJECT_FILTERS,
         False,
     )
@@ -426,6 +434,7 @@ def _check_sources(
         _check_transform_sources(
             src,
             errors.SOURCE_INVALID_SUBJECT_FILTER,
+            errors.SOURCE_INVALID_TRANSFORM_DESTINATION,
             errors.SOURCE_OVERLAPPING_SUBJECT_FILTERS,
             True,
         )

@@ -85,6 +85,16 @@ async def test_subject_transform_config_errors(diff: Differ) -> None:
                 "republish": {"src": s.subj(f"r{i}.*.*"), "dest": dest},
             }
             await s.create(body, label=f"CREATE republish to {dest!r}")
+        origin = s.stream("O")
+        await s.create({"name": origin, "subjects": [s.subj("o.>")]}, label="CREATE origin")
+        for i, dest in enumerate(BAD_DESTINATIONS[:4]):
+            transform = [{"src": s.subj("o.*"), "dest": dest}]
+            sourced = {"name": s.stream(f"S{i}"), "sources": [{"name": origin}]}
+            sourced["sources"][0]["subject_transforms"] = transform
+            await s.create(sourced, label=f"CREATE source transform to {dest!r}")
+            mirrored = {"name": s.stream(f"M{i}"), "mirror": {"name": origin}}
+            mirrored["mirror"]["subject_transforms"] = transform
+            await s.create(mirrored, label=f"CREATE mirror transform to {dest!r}")
 
     await diff.run(scenario)
 
