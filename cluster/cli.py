@@ -77,14 +77,22 @@ def _server_parser(sub: Any) -> None:
 COMMANDS_ENTRY_POINT_GROUP = "jetraft.commands"
 
 
+# the Makefile target that installs what an optional command needs (its pip extra)
+COMMAND_INSTALL_TARGETS = {"chaos": "chaos", "analyze": "analysis"}
+
+
 def _unavailable_command(sub: Any, name: str, exc: Exception) -> None:
+    why = str(exc)
+    if isinstance(exc, ImportError) and name in COMMAND_INSTALL_TARGETS:
+        extra = COMMAND_INSTALL_TARGETS[name]
+        why += f"; install it with `make {extra}` (pip install 'jetraft[{extra}]')"
+
     def explain(_args: argparse.Namespace) -> int:
-        print(f"jetraft {name}: unavailable: {exc}", file=sys.stderr)
+        print(f"jetraft {name}: unavailable: {why}", file=sys.stderr)
         return 2
 
-    p = sub.add_parser(name, help=f"(unavailable: {exc})", add_help=False)
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=explain)
+    p = sub.add_parser(name, help=f"(unavailable: {why})", add_help=False)
+    p.set_defaults(func=explain, unavailable=True)  # whatever arguments follow: main takes them
 
 
 def _log_parser(sub: Any) -> None:
@@ -482,7 +490,9 @@ def main(argv: list[str] | None = None) -> int:
             ep.load()(sub)
         except Exception as exc:  # a broken optional command must not take `jetraft` down
             _unavailable_command(sub, ep.name, exc)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "unavailable", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "cluster":
         return run_cluster_command(args)
     if args.command == "log":

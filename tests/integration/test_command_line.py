@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
@@ -72,3 +73,16 @@ def test_version_names_the_package_and_the_server_it_answers_like(
     assert done.value.code == 0
     out = capsys.readouterr().out
     assert re.fullmatch(r"jetraft \d+\.\d+\.\d+ \(answers as nats-server 2\.15\.1, .*\)\n", out)
+
+
+def test_an_optional_command_missing_its_extra_says_how_to_install_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `make run` installs only the server: `jetraft chaos` then lacks nats-py
+    parser = argparse.ArgumentParser(prog="jetraft")
+    sub = parser.add_subparsers(dest="command", required=True)
+    cli._unavailable_command(sub, "chaos", ModuleNotFoundError("No module named 'nats'"))
+    args, _rest = parser.parse_known_args(["chaos", "--time", "5"])
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert "No module named 'nats'" in err and "make chaos" in err
