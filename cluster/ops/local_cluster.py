@@ -40,6 +40,7 @@ from cluster.ops.plan import (
     is_node_process,
     read_cluster_file,
     running_nodes,
+    running_pid,
     taken_ports,
     write_cluster_file,
 )
@@ -373,6 +374,58 @@ def cluster_up(args: argparse.Namespace, directory: Path, out: TextIO) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+# one node: stop, start, restart
+
+
+def _node_record(info: ClusterInfo, wanted: str) -> NodeRecord:
+    """The node named ``wanted`` (``jetraft-2``) or numbered (``2``)."""
+    for number, rec in enumerate(info.nodes, start=1):
+        if wanted in (rec.plan.name, str(number)):
+            return rec
+    names = ", ".join(rec.plan.name for rec in info.nodes)
+    raise ClusterError(f"no node {wanted!r} in {info.directory} (its nodes: {names})")
+
+
+def node_stop(directory: Path, wanted: str, timeout_s: float, out: TextIO) -> int:
+    record = _node_record(read_cluster_file(directory), wanted)
+    pid = running_pid(record)
+    if pid is None:
+        print(f"{record.plan.name} is not running", file=out)
+        return EXIT_OK
+    stop_nodes([(record, pid)], timeout_s, out)
+    print(f"{record.plan.name} stopped (pid {pid})", file=out)
+    return EXIT_OK
+
+
+def node_start(directory: Path, wanted: str, timeout_s: float, out: TextIO) -> int:
+    info = read_cluster_file(directory)
+    record = _node_record(info, wanted)
+    pid = running_pid(record)
+    if pid is not None:
+        print(f"{record.plan.name} is already running (pid {pid})", file=out)
+        return EXIT_OK
+    taken = taken_ports([record.plan])
+    if taken:
+        raise ClusterError(f"{record.plan.name} cannot start: port {', '.join(taken)} in use")
+    started = _spawn(info, record)
+    write_cluster_file(info)
+    with stop_signals() as stop:
+        try:
+            _wait_healthy([started], timeout_s, stop)
+        except BaseException:
+            stop_started([started], sys.stderr)
+            write_cluster_file(info)
+            raise
+    print(f"{record.plan.name} started (pid {started.popen.pid}), healthy", file=out)
+    return EXIT_OK
+
+
+def node_restart(directory: Path, wanted: str, args: argparse.Namespace, out: TextIO) -> int:
+    node_stop(directory, wanted, args.stop_timeout, out)
+    return node_start(directory, wanted, args.timeout, out)
+
+
+# ---------------------------------------------------------------------------------------------
 # command line
 
 
@@ -409,6 +462,22 @@ def add_cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     down = actions.add_parser("down", help="stop the nodes (SIGTERM, then SIGKILL)")
     down.add_argument("--dir", type=Path, required=True)
     down.add_argument("--timeout", type=float, default=DOWN_TIMEOUT_S, help="seconds to SIGKILL")
+    for action, what in (
+        ("stop", "stop one node (SIGTERM, then SIGKILL)"),
+        ("start", "start one stopped node again and wait until it is healthy"),
+        ("restart", "stop one node, start it again, wait until it is healthy"),
+    ):
+        one = actions.add_parser(action, help=what)
+        one.add_argument("node", help="the node's name (jetraft-2) or number (2)")
+        one.add_argument("--dir", type=Path, required=True)
+        if action != "start":
+            one.add_argument(
+                "--stop-timeout", type=float, default=DOWN_TIMEOUT_S, help="seconds to SIGKILL"
+            )
+        if action != "stop":
+            one.add_argument(
+                "--timeout", type=float, default=UP_TIMEOUT_S, help="seconds to wait for /healthz"
+            )
 
 
 def run_cluster_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -423,6 +492,12 @@ def run_cluster_command(args: argparse.Namespace, out: TextIO | None = None) -> 
             return cluster_down(directory, args.timeout, out)
         if command == "up":
             return cluster_up(args, directory, out)
+        if command == "stop":
+            return node_stop(directory, args.node, args.stop_timeout, out)
+        if command == "start":
+            return node_start(directory, args.node, args.timeout, out)
+        if command == "restart":
+            return node_restart(directory, args.node, args, out)
         return cluster_run(args, directory, out)
     except (ClusterError, OSError) as exc:
         print(f"jetraft cluster {command}: {exc}", file=sys.stderr, flush=True)

@@ -333,6 +333,23 @@ def test_up_status_down_three_nodes(cluster_dir: Path, capsys: pytest.CaptureFix
     assert _cli("up", "--dir", str(cluster_dir), "--base-port", str(base)) != 0
     assert "already has a running cluster" in capsys.readouterr().err
 
+    # one node at a time: stop it (the others carry on), start it again, restart it
+    assert _cli("stop", "2", "--dir", str(cluster_dir)) == 0
+    assert "jetraft-2 stopped" in capsys.readouterr().out
+    assert not pid_alive(pids[1])
+    assert _cli("status", "--dir", str(cluster_dir), "--json") != 0
+    alive = [n["alive"] for n in json.loads(capsys.readouterr().out)["nodes"]]
+    assert alive == [True, False, True]
+    assert _cli("stop", "jetraft-2", "--dir", str(cluster_dir)) == 0
+    assert "is not running" in capsys.readouterr().out
+    assert _cli("start", "jetraft-2", "--dir", str(cluster_dir)) == 0
+    assert "healthy" in capsys.readouterr().out
+    assert _cli("restart", "2", "--dir", str(cluster_dir)) == 0
+    pids = _pids(cluster_dir)
+    assert len(pids) == 3 and all(pid_alive(p) for p in pids)
+    assert _cli("stop", "9", "--dir", str(cluster_dir)) != 0
+    assert "no node '9'" in capsys.readouterr().err
+
     assert _cli("down", "--dir", str(cluster_dir)) == 0
     assert not any(pid_alive(p) for p in pids)
     assert list(cluster_dir.glob(f"*/{PID_FILE}")) == []
