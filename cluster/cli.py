@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import logging
@@ -457,7 +458,12 @@ def _cluster_options(args: argparse.Namespace, conf: ConfMap, opts: ServerOption
 async def _serve(opts: ServerOptions) -> None:
     sync_ledger.install_from_env()
     server = Server(opts)
-    await server.start()
+    try:
+        await server.start()
+    except OSError as exc:  # a port in use or not ours to bind: one line, not a traceback
+        with contextlib.suppress(Exception):
+            await server.shutdown()  # close what did start (stores, routes) cleanly
+        raise SystemExit(f"jetraft: cannot start: {exc.strerror or exc}") from None
     # everything loaded so far (indexes of reopened streams) lives as long as the process: keep
     # the cyclic collector from rescanning it, and let it run less often on the publish path
     gc.freeze()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -86,3 +87,22 @@ def test_an_optional_command_missing_its_extra_says_how_to_install_it(
     assert args.func(args) == 2
     err = capsys.readouterr().err
     assert "No module named 'nats'" in err and "make chaos" in err
+
+
+def test_a_port_in_use_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        argv = ["server", "-js", "-a", "127.0.0.1", "-p", str(port), "-sd", str(tmp_path / "s")]
+        done = subprocess.run(
+            [sys.executable, "-m", "cluster.cli", *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("jetraft: cannot start:") and "address already in use" in last
