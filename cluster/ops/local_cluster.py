@@ -29,10 +29,8 @@ from types import FrameType
 from typing import TextIO
 
 from cluster.ops.plan import (
-    CLUSTER_PORT_OFFSET,
     DEFAULT_BASE_PORT,
     DEFAULT_CLUSTER_NAME,
-    MONITOR_PORT_OFFSET,
     NODE_COUNTS,
     ClusterError,
     ClusterInfo,
@@ -247,6 +245,8 @@ def start_cluster(
     name: str,
     timeout_s: float,
     cancelled: Callable[[], bool] = lambda: False,
+    cluster_base: int | None = None,
+    monitor_base: int | None = None,
 ) -> tuple[ClusterInfo, list[StartedNode]]:
     """Launch ``count`` nodes into ``directory`` and wait until all are healthy.
 
@@ -260,15 +260,16 @@ def start_cluster(
             f"{directory} already has a running cluster: {names}; "
             f"stop it first with: jetraft cluster down --dir {directory}"
         )
-    info = ClusterInfo.planned(directory, count, base_port, name)
+    info = ClusterInfo.planned(directory, count, base_port, name, cluster_base, monitor_base)
     taken = taken_ports([rec.plan for rec in info.nodes])
     if taken:
+        first = info.nodes[0].plan
         raise ClusterError(
             f"{'port' if len(taken) == 1 else 'ports'} {', '.join(taken)} "
             f"{'is' if len(taken) == 1 else 'are'} already in use; "
-            "free them or choose another --base-port "
-            f"(this cluster needs {base_port}.., {base_port + CLUSTER_PORT_OFFSET}.. and "
-            f"{base_port + MONITOR_PORT_OFFSET}..)"
+            "free them or choose other ports with --base-port, --cluster-port, --monitor-port "
+            f"(this cluster needs {first.client_port}.., {first.cluster_port}.. and "
+            f"{first.monitor_port}..)"
         )
     started: list[StartedNode] = []
     try:
@@ -349,11 +350,24 @@ def _watch_foreground(started: Sequence[StartedNode], stop: StopFlag, out: TextI
         time.sleep(RUN_POLL_INTERVAL_S)
 
 
+def _start_from_args(
+    args: argparse.Namespace, directory: Path, stop: Callable[[], bool]
+) -> tuple[ClusterInfo, list[StartedNode]]:
+    return start_cluster(
+        directory,
+        args.nodes,
+        args.base_port,
+        args.name,
+        args.timeout,
+        stop,
+        cluster_base=args.cluster_port,
+        monitor_base=args.monitor_port,
+    )
+
+
 def cluster_run(args: argparse.Namespace, directory: Path, out: TextIO) -> int:
     with stop_signals() as stop:
-        info, started = start_cluster(
-            directory, args.nodes, args.base_port, args.name, args.timeout, stop
-        )
+        info, started = _start_from_args(args, directory, stop)
         try:
             print_up(info, out)
             print("running in the foreground; Ctrl-C stops the cluster", file=out, flush=True)
@@ -366,9 +380,7 @@ def cluster_run(args: argparse.Namespace, directory: Path, out: TextIO) -> int:
 
 def cluster_up(args: argparse.Namespace, directory: Path, out: TextIO) -> int:
     with stop_signals() as stop:
-        info, _ = start_cluster(
-            directory, args.nodes, args.base_port, args.name, args.timeout, stop
-        )
+        info, _ = _start_from_args(args, directory, stop)
     print_up(info, out)
     return EXIT_OK
 
@@ -442,7 +454,13 @@ def _start_arguments(p: argparse.ArgumentParser) -> None:
         "--base-port",
         type=int,
         default=DEFAULT_BASE_PORT,
-        help="client port of node 1; cluster ports +2000, monitor ports +4000",
+        help="client port of node 1 (node i: +i-1)",
+    )
+    p.add_argument(
+        "--cluster-port", type=int, help="cluster port of node 1 (default: --base-port +2000)"
+    )
+    p.add_argument(
+        "--monitor-port", type=int, help="monitor port of node 1 (default: --base-port +4000)"
     )
     p.add_argument("--name", type=_cluster_name, default=DEFAULT_CLUSTER_NAME, help="cluster name")
     p.add_argument(

@@ -15,6 +15,7 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -72,23 +73,44 @@ class NodePlan:
         }
 
 
-def plan_nodes(count: int, base_port: int, name: str = DEFAULT_CLUSTER_NAME) -> list[NodePlan]:
-    """The nodes of a ``count``-node cluster on ``base_port``; ClusterError when out of range."""
+def plan_nodes(
+    count: int,
+    base_port: int,
+    name: str = DEFAULT_CLUSTER_NAME,
+    cluster_base: int | None = None,
+    monitor_base: int | None = None,
+) -> list[NodePlan]:
+    """The nodes of a ``count``-node cluster: node i takes client port ``base_port``+i-1,
+    cluster port ``cluster_base``+i-1 and monitor port ``monitor_base``+i-1 (by default the
+    client base +2000 and +4000, as nats-server's 4222/6222/8222); ClusterError when a range
+    leaves 1..65535 or two ranges overlap."""
     if count < 1:
         raise ClusterError(f"a cluster needs at least one node, not {count}")
-    highest = base_port + MONITOR_PORT_OFFSET + count - 1
-    if base_port < 1 or highest > MAX_PORT:
-        raise ClusterError(
-            f"base port {base_port} does not fit {count} nodes: ports run from {base_port} "
-            f"to {highest}, the limit is 1..{MAX_PORT}"
-        )
+    bases = {
+        "client": base_port,
+        "cluster": base_port + CLUSTER_PORT_OFFSET if cluster_base is None else cluster_base,
+        "monitor": base_port + MONITOR_PORT_OFFSET if monitor_base is None else monitor_base,
+    }
+    for kind, base in bases.items():
+        if base < 1 or base + count - 1 > MAX_PORT:
+            raise ClusterError(
+                f"{kind} base port {base} does not fit {count} nodes: ports run from {base} "
+                f"to {base + count - 1}, the limit is 1..{MAX_PORT}"
+            )
+    ordered = sorted(bases.items(), key=lambda kv: kv[1])
+    for (low_kind, low), (high_kind, high) in pairwise(ordered):
+        if low + count > high:
+            raise ClusterError(
+                f"the {low_kind} ports {low}..{low + count - 1} overlap the {high_kind} ports "
+                f"from {high}"
+            )
     return [
         NodePlan(
             index=i,
             name=f"{name}-{i}",
-            client_port=base_port + i - 1,
-            cluster_port=base_port + CLUSTER_PORT_OFFSET + i - 1,
-            monitor_port=base_port + MONITOR_PORT_OFFSET + i - 1,
+            client_port=bases["client"] + i - 1,
+            cluster_port=bases["cluster"] + i - 1,
+            monitor_port=bases["monitor"] + i - 1,
         )
         for i in range(1, count + 1)
     ]
@@ -156,8 +178,17 @@ class ClusterInfo:
     nodes: list[NodeRecord] = field(default_factory=list)
 
     @classmethod
-    def planned(cls, directory: Path, count: int, base_port: int, name: str) -> ClusterInfo:
-        nodes = [NodeRecord(p, directory / p.name) for p in plan_nodes(count, base_port, name)]
+    def planned(
+        cls,
+        directory: Path,
+        count: int,
+        base_port: int,
+        name: str,
+        cluster_base: int | None = None,
+        monitor_base: int | None = None,
+    ) -> ClusterInfo:
+        plans = plan_nodes(count, base_port, name, cluster_base, monitor_base)
+        nodes = [NodeRecord(p, directory / p.name) for p in plans]
         return cls(name=name, base_port=base_port, directory=directory, nodes=nodes)
 
     @property

@@ -7,6 +7,7 @@ one of them by pid, also when an assertion fails.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import signal
@@ -128,6 +129,27 @@ def test_planned_ports_are_distinct_and_follow_the_offsets(
 def test_plan_refuses_ports_out_of_range(base: int) -> None:
     with pytest.raises(ClusterError, match="does not fit"):
         plan_nodes(3, base)
+
+
+@given(
+    count=st.sampled_from([3, 5]),
+    bases=st.lists(st.integers(1, MAX_PORT - 4), min_size=3, max_size=3),
+)
+def test_chosen_port_bases_are_used_or_refused_when_they_overlap(
+    count: int, bases: list[int]
+) -> None:
+    client, cluster, monitor = bases
+    starts = sorted(bases)
+    overlap = any(high < low + count for low, high in itertools.pairwise(starts))
+    if overlap:
+        with pytest.raises(ClusterError, match="overlap"):
+            plan_nodes(count, client, "c", cluster, monitor)
+        return
+    nodes = plan_nodes(count, client, "c", cluster, monitor)
+    assert [n.cluster_port for n in nodes] == list(range(cluster, cluster + count))
+    assert [n.monitor_port for n in nodes] == list(range(monitor, monitor + count))
+    ports = [port for n in nodes for port in n.ports().values()]
+    assert len(set(ports)) == len(ports)
 
 
 def test_cluster_file_round_trip(tmp_path: Path) -> None:
