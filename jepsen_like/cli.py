@@ -11,6 +11,8 @@ from typing import Any
 
 from jepsen_like.runner import EXIT_ERROR, ChaosOptions, run_chaos
 
+MAX_PORT = 65535
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
@@ -31,7 +33,22 @@ def register(sub: Any) -> None:
     p.add_argument("--out", required=True, help="the run directory to create")
     p.add_argument("--system", default="jetraft", choices=("jetraft", "nats"))
     p.add_argument("--processes", type=int, default=0, help="client processes (default 2/node)")
+    p.add_argument(
+        "--ports",
+        type=_port_range,
+        help="LOW-HIGH: listen only on these ports (nodes and link proxies; 3 nodes need 15)",
+    )
     p.set_defaults(func=main)
+
+
+def _port_range(text: str) -> range:
+    low, sep, high = text.partition("-")
+    if not sep or not low.isdigit() or not high.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: give LOW-HIGH, e.g. 20000-20099")
+    first, last = int(low), int(high)
+    if not 1 <= first <= last <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"{text!r}: ports run from 1 to {MAX_PORT}")
+    return range(first, last + 1)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -44,6 +61,7 @@ def main(args: argparse.Namespace) -> int:
         out=Path(args.out),
         system=args.system,
         processes=args.processes,
+        ports=args.ports,
     )
     try:
         opts.validate()

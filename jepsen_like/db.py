@@ -287,7 +287,7 @@ class _Node:
         return self.popen is not None and self.popen.poll() is None
 
 
-def _reserve_ports(count: int) -> list[socket.socket]:
+def _reserve_ports(count: int, port_range: range | None = None) -> list[socket.socket]:
     """``count`` sockets bound to distinct free ports (never listening). Holding them keeps the
     OS from handing the same ports to the proxies' own binds until the nodes are spawned.
 
@@ -295,6 +295,8 @@ def _reserve_ports(count: int) -> list[socket.socket]:
     are free until it restarts, and an outgoing connection (a proxy's, a client's) must not be
     given one of them as its local port meanwhile."""
     held: list[socket.socket] = []
+    if port_range is not None:  # the run was given its ports: take them in order
+        return _reserve_in_range(count, port_range)
     chooser = random.SystemRandom()  # port choice is not part of the seeded schedule
     candidates = listen_port_candidates()
     try:
@@ -318,6 +320,39 @@ def _reserve_ports(count: int) -> list[socket.socket]:
     return held
 
 
+def _reserve_in_range(count: int, port_range: range) -> list[socket.socket]:
+    held: list[socket.socket] = []
+    try:
+        for port in port_range:
+            if len(held) == count:
+                break
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.bind((HOST, port))
+            except OSError:
+                sock.close()
+                continue
+            held.append(sock)
+    except BaseException:
+        for sock in held:
+            sock.close()
+        raise
+    if len(held) < count:
+        for sock in held:
+            sock.close()
+        raise DBError(
+            f"ports {port_range.start}-{port_range.stop - 1} hold only {len(held)} free ports; "
+            f"the nodes need {count}"
+        )
+    return held
+
+
+def ports_needed(nodes: int) -> int:
+    """How many ports a run of ``nodes`` nodes listens on: client, cluster and monitor ports
+    per node, and a proxy for every directed link between two nodes."""
+    return 3 * nodes + nodes * (nodes - 1)
+
+
 class ClusterDB:
     """N nodes of ``system`` under ``run_dir/nodes/``, links through per-link proxies."""
 
@@ -333,10 +368,12 @@ class ClusterDB:
         nats_server: str | None = None,
         proxy_rng: random.Random | None = None,
         route_security: bool = True,
+        port_range: range | None = None,
     ) -> None:
         """``apply_log``: pass ``--apply_log`` to jetraft (None: if its ``--help`` lists it);
         ``fake_clock``: preload libfaketime into jetraft nodes when it is installed;
-        ``route_security``: jetraft nodes require route authentication and route TLS."""
+        ``route_security``: jetraft nodes require route authentication and route TLS;
+        ``port_range``: every port the run listens on (nodes and link proxies) comes from it."""
         if system not in SYSTEMS:
             raise ValueError(f"unknown system {system!r}")
         if nodes < 1:
@@ -344,8 +381,11 @@ class ClusterDB:
         self.run_dir = run_dir.resolve()
         self.system: System = system
         self.python = python
-        self._reserved = _reserve_ports(3 * nodes)
+        self._reserved = _reserve_ports(3 * nodes, port_range)
         ports = [int(sock.getsockname()[1]) for sock in self._reserved]
+        self._proxy_ports = (
+            [p for p in port_range if p > max(ports)] if port_range is not None else None
+        )
         self._nodes: dict[str, _Node] = {}
         for i in range(nodes):
             name = f"{NODE_NAME_PREFIX}{i + 1}"
@@ -505,7 +545,7 @@ class ClusterDB:
                 node.store_dir.mkdir(parents=True, exist_ok=True)
                 if self.libfaketime is not None:
                     self._write_clock(node.name, 0.0)
-            await self.proxies.start()
+            await self.proxies.start(self._proxy_ports)
             self._release_ports()
             for node in self._nodes.values():
                 self._spawn(node)

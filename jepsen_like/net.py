@@ -303,11 +303,24 @@ class LinkProxies:
         """The port ``link[0]`` must dial to reach ``link[1]`` through this link's proxy."""
         return self._proxies[link].port
 
-    async def start(self) -> None:
-        """Start every proxy, each on a port the OS picks (no race with other processes)."""
+    async def start(self, ports: Iterable[int] | None = None) -> None:
+        """Start every proxy, each on a port the OS picks (no race with other processes), or
+        on the first free one left of ``ports`` (a port range the run was given)."""
+        choices = iter(ports) if ports is not None else None
         try:
             for proxy in self._proxies.values():
-                await proxy.start()
+                if choices is None:
+                    await proxy.start()
+                    continue
+                while True:
+                    port = next(choices, None)
+                    if port is None:
+                        raise OSError("the port range has no free port left for a link proxy")
+                    try:
+                        await proxy.start(port)
+                        break
+                    except OSError:
+                        continue
         except BaseException:
             await self.close()
             raise

@@ -39,7 +39,7 @@ from jepsen_like.contract import (
     OK,
     RUN_FILE,
 )
-from jepsen_like.db import ClusterDB
+from jepsen_like.db import ClusterDB, ports_needed
 from jepsen_like.history import NEMESIS_PROCESS, History
 from jepsen_like.nemesis import NEMESES, Nemesis, make_nemesis
 from jepsen_like.workloads import WORKLOADS, Workload, make_workload
@@ -66,6 +66,7 @@ class ChaosOptions:
     out: Path = Path("chaos-run")
     system: Literal["jetraft", "nats"] = "jetraft"
     processes: int = 0  # 0: two per node
+    ports: range | None = None  # every port the run listens on comes from here (None: any)
 
     def validate(self) -> None:
         if self.nodes not in (3, 5):
@@ -77,6 +78,11 @@ class ChaosOptions:
                 raise ValueError(f"unknown nemesis {name!r}; choose from {', '.join(NEMESES)}")
         if self.time_s <= 0:
             raise ValueError("--time must be positive")
+        if self.ports is not None and len(self.ports) < ports_needed(self.nodes):
+            raise ValueError(
+                f"--ports {self.ports.start}-{self.ports.stop - 1} is too small: {self.nodes} "
+                f"nodes need {ports_needed(self.nodes)} ports"
+            )
 
 
 def _jetraft_version() -> str:
@@ -220,12 +226,17 @@ async def run_chaos(opts: ChaosOptions, out: TextIO = sys.stdout) -> int:
     workload: Workload = make_workload(opts.workload)
     leader_stream = workload.streams[0]
     nemeses = {name: make_nemesis(name, leader_stream) for name in opts.nemeses}
-    db = ClusterDB(run_dir, opts.nodes, opts.system)
+    db = ClusterDB(run_dir, opts.nodes, opts.system, port_range=opts.ports)
     run: dict[str, Any] = {
         "version": RUN_FORMAT_VERSION,
         "jetraft_version": _jetraft_version(),
         "python": platform.python_version(),
-        "options": {**asdict(opts), "out": str(opts.out), "processes": processes},
+        "options": {
+            **asdict(opts),
+            "out": str(opts.out),
+            "processes": processes,
+            "ports": None if opts.ports is None else [opts.ports.start, opts.ports.stop - 1],
+        },
         "nodes": db.names,
         "seed": opts.seed,
         "workload": opts.workload,

@@ -7,11 +7,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
 
 import pytest
 
+from cluster.ops.process import free_port
+from jepsen_like.db import ports_needed
 from jepsen_like.net import (
     HOST,
     PENDING_BYTES_MAX,
@@ -20,6 +23,7 @@ from jepsen_like.net import (
     LinkProxies,
     LinkProxy,
 )
+from jepsen_like.runner import ChaosOptions
 
 IO_TIMEOUT_S = 5.0
 DELAY_MS = 60.0
@@ -252,3 +256,29 @@ def test_delay_samples_stay_in_range_and_non_negative() -> None:
     assert min(samples) == 0.0
     assert max(samples) <= 0.030
     assert all(s >= 0 for s in samples)
+
+
+async def test_link_proxies_take_their_ports_from_a_given_range(echo_port: int) -> None:
+    links = [("a", "b"), ("b", "a")]
+    low = free_port()
+    with socket.socket() as squatter:  # a port of the range in use is skipped
+        squatter.bind(("127.0.0.1", low))
+        span = range(low, low + 40)
+        proxies = LinkProxies(dict.fromkeys(links, echo_port), rng=random.Random(1))
+        await proxies.start(span)
+        try:
+            ports = {proxies.port(link) for link in links}
+            assert len(ports) == 2 and ports <= set(span) and low not in ports
+            assert await _roundtrip(proxies.port(("a", "b")), b"ok") == b"ok"
+        finally:
+            await proxies.close()
+    crowded = LinkProxies(dict.fromkeys(links, echo_port), rng=random.Random(1))
+    with pytest.raises(OSError, match="no free port"):
+        await crowded.start(range(0))
+
+
+def test_a_chaos_port_range_must_hold_every_listener() -> None:
+    assert ports_needed(3) == 15 and ports_needed(5) == 35
+    with pytest.raises(ValueError, match="too small"):
+        ChaosOptions(nodes=5, ports=range(20000, 20030)).validate()
+    ChaosOptions(nodes=3, ports=range(20000, 20015)).validate()
