@@ -11,6 +11,7 @@ Must never: change consumer state other than through the stream host's proposals
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
@@ -27,10 +28,18 @@ from protocol.api_json import (
     CONSUMER_LIST_RESPONSE,
     CONSUMER_NAMES_RESPONSE,
     CONSUMER_PAUSE_RESPONSE,
+    CONSUMER_RESET_RESPONSE,
     CONSUMER_STEPDOWN_RESPONSE,
+    CONSUMER_UNPIN_RESPONSE,
 )
-from protocol.consumer_models import ConsumerNamesRequest, PauseRequest
+from protocol.consumer_models import (
+    ConsumerNamesRequest,
+    PauseRequest,
+    ResetRequest,
+    UnpinRequest,
+)
 from protocol.errors import ApiError
+from protocol.gojson import GoJsonError, unmarshal
 from protocol.stream_config import (
     SERVER_API_LEVEL,
     SERVER_LEVEL_KEY,
@@ -44,6 +53,7 @@ NAMES_LIMIT: Final = 1024  # JSApiNamesLimit
 LIST_LIMIT: Final = 256  # JSApiListLimit
 EPHEMERAL_NAME_CHARS: Final = 8
 _NAME_ALPHABET: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_GROUP_NAME: Final = re.compile(r"[a-zA-Z0-9/_=-]{1,16}")  # nats-server validGroupName
 
 Handler = Callable[[str, bytes], Awaitable[dict[str, Any]]]
 
@@ -104,6 +114,23 @@ class ConsumerApi:
                 return self._stepdown(stream, consumer)
 
             return stepdown, CONSUMER_STEPDOWN_RESPONSE, tokens[5], "CONSUMER_STEPDOWN"
+        if op == "UNPIN" and n == 6:
+            pinned = tokens[5]
+
+            async def unpin(stream: str, body: bytes) -> dict[str, Any]:
+                return self._unpin(stream, pinned, body)
+
+            return unpin, CONSUMER_UNPIN_RESPONSE, tokens[4], "CONSUMER_UNPIN"
+        if op == "RESET" and n == 6:
+            target = tokens[5]
+            host = self.authority.hosts.get(tokens[4])
+            if host is None or host.consumers.config_obj(target) is None:
+                return None  # nats-server: the consumer's own subscription answers, or nobody
+
+            async def reset(stream: str, body: bytes) -> dict[str, Any]:
+                return self._reset(stream, target, body)
+
+            return reset, CONSUMER_RESET_RESPONSE, tokens[4], "CONSUMER_RESET"
         return None
 
     # --- handlers ------------------------------------------------------------------------
@@ -188,11 +215,59 @@ class ConsumerApi:
         auth = self.authority
         if not auth.clustered:
             raise ApiError(E.CLUSTER_REQUIRED)
-        host = auth.writer(stream)
-        if host.consumers.config_obj(name) is None:
-            raise ApiError(E.CONSUMER_NOT_FOUND)
+        self._consumer_host(stream, name)
         auth.step_down(stream)
         return api_json.success_response(CONSUMER_STEPDOWN_RESPONSE)
+
+    def _unpin(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
+        """CONSUMER.UNPIN (``jsConsumerUnpinRequest``): nats-server's checks in its order (in a
+        cluster the stream and consumer are looked up first; the body is read with Go's
+        ``json.Unmarshal``). jetraft refuses priority groups, so no consumer has the group."""
+        auth = self.authority
+        if auth.clustered:
+            self._consumer_host(stream, name)
+        try:
+            group = unmarshal(body, UnpinRequest).group
+        except GoJsonError as exc:
+            raise ApiError(E.INVALID_JSON, err=str(exc)) from None
+        if not group:
+            raise ApiError(E.INVALID_JSON, err="consumer group not specified")
+        if not _GROUP_NAME.fullmatch(group):
+            raise ApiError(E.CONSUMER_INVALID_GROUP_NAME)
+        self._consumer_host(stream, name)
+        raise ApiError(E.CONSUMER_INVALID_PRIORITY_GROUP)
+
+    def _reset(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
+        """CONSUMER.RESET (``processResetReq``): a non-empty body is read with Go's
+        ``json.Unmarshal``; a ``seq`` the consumer's deliver policy does not allow is refused as
+        nats-server refuses it. The reset itself jetraft does not carry out yet."""
+        host = self._consumer_host(stream, name)
+        seq = 0
+        if body:
+            try:
+                seq = unmarshal(body, ResetRequest).seq
+            except GoJsonError as exc:
+                raise ApiError(E.INVALID_JSON, err=str(exc)) from None
+        config = host.consumers.config_obj(name) or {}
+        policy = config.get("deliver_policy")
+        if seq and policy == "by_start_sequence" and seq < config.get("opt_start_seq", 0):
+            raise ApiError(E.CONSUMER_INVALID_RESET, err="below start seq")
+        if seq and policy == "by_start_time":
+            stream_ = host.stream
+            start = stream_.seq_for_time(parse_rfc3339(config.get("opt_start_time", "")))
+            if seq < (start or stream_.state().last_seq + 1):
+                raise ApiError(E.CONSUMER_INVALID_RESET, err="below start time")
+        elif seq and policy not in ("all", "by_start_sequence"):
+            raise ApiError(E.CONSUMER_INVALID_RESET, err="not allowed")
+        detail = "resetting a consumer is not supported by jetraft yet"
+        raise ApiError(E.CONSUMER_INVALID_RESET, err=detail)
+
+    def _consumer_host(self, stream: str, name: str) -> AnyStreamHost:
+        """The host of ``stream`` holding consumer ``name``; else 10059 or 10014."""
+        host = self.authority.writer(stream)
+        if host.consumers.config_obj(name) is None:
+            raise ApiError(E.CONSUMER_NOT_FOUND)
+        return host
 
     def _page(self, body: bytes, total: int, limit: int) -> tuple[int, int]:
         offset = decode_strict(body, ConsumerNamesRequest).offset if body.strip() else 0

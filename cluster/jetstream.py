@@ -4,7 +4,9 @@ One implementation for a single server and a cluster: where streams live and whi
 is the business of the stream authority (``cluster/authority.py``: ``LocalStreams`` or
 ``MetaStreams``), which the handlers ask. Request subjects are dispatched by their tokens exactly
 as nats-server does, including its silences: an unknown API subject, or a stream name containing
-a dot, gets no reply at all. Decoding, validation and response shapes come from ``protocol/``;
+a dot, gets no reply at all. The stream subjects are answered here, the consumer subjects by
+``cluster/consumer_api.py``, the administrative ones (peers, placement, the meta group, backups)
+by ``cluster/admin_api.py``. Decoding, validation and response shapes come from ``protocol/``;
 state changes go through the stream host's proposal queue.
 
 Must never: mutate a stream's messages directly, or answer with an error not in the catalogue.
@@ -18,6 +20,7 @@ import os
 import time
 from typing import Any
 
+from cluster.admin_api import LEVEL_CHECKED_BY_HANDLER, AdminApi
 from cluster.authority import StreamAuthority
 from cluster.consumer_api import ConsumerApi
 from cluster.router import Router
@@ -43,10 +46,11 @@ _dumps = gojson.encode  # Go's escaping (<, >, & as \u003c...), so replies match
 
 
 class JetStream:
-    def __init__(self, router: Router, authority: StreamAuthority) -> None:
+    def __init__(self, router: Router, authority: StreamAuthority, *, server_id: str) -> None:
         self.router = router
         self.authority = authority
         self.consumers = ConsumerApi(authority)
+        self.admin = AdminApi(authority, server_id)
         self.api_total = 0
         self.api_errors = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -73,17 +77,18 @@ class JetStream:
         if not reply:
             return
         tokens = subject.split(".")
+        level = get_header(hdr, "Nats-Required-Api-Level") if hdr else None
+        level_ok = level is None or _api_level_ok(level)
         if len(tokens) > 2 and tokens[2] == "CONSUMER":
             handler = self.consumers.route(tokens)
         else:
-            handler = self._route(tokens)
+            handler = self._route(tokens) or self.admin.route(tokens, level_ok)
         if handler is None:
             return  # nats-server stays silent for unknown API subjects
         fn, type_, stream_name, op = handler
         if not self.authority.answers(op, stream_name):
             return
-        level = get_header(hdr, "Nats-Required-Api-Level") if hdr else None
-        if level is not None and not _api_level_ok(level):
+        if not level_ok and op not in LEVEL_CHECKED_BY_HANDLER:
             self._reply_error(reply, type_, ApiError(E.REQUIRED_API_LEVEL))
             return
         task = asyncio.get_running_loop().create_task(
@@ -126,6 +131,8 @@ class JetStream:
         try:
             body = await fn(stream, payload)
             self.api_total += 1  # counted once answered: $JS.API.INFO reports those before it
+            if "error" in body:  # an error reply a handler shapes itself
+                self.api_errors += 1
         except ApiError as err:
             self._reply_error(reply, type_, err)
             return

@@ -9,9 +9,12 @@ Every node subscribes to ``$JS.API.>`` and interest travels over the routes, so 
 reaches every node; exactly one answers, the one nats-server would answer from:
 
 * the meta leader: account ``INFO``, ``STREAM.NAMES``, ``STREAM.LIST``, ``STREAM.CREATE``,
-  ``STREAM.DELETE``, and any stream request for a stream that does not exist;
+  ``STREAM.DELETE``, ``STREAM.RESTORE``, the administrative requests (``cluster/admin_api.py``)
+  and any stream request for a stream that does not exist (but ``STREAM.SNAPSHOT``, which
+  nobody answers then);
 * the stream's leader: ``STREAM.INFO``, ``STREAM.UPDATE``, ``STREAM.PURGE``, ``STREAM.MSG.GET``
-  (after a read barrier), ``STREAM.MSG.DELETE``.
+  (after a read barrier), ``STREAM.MSG.DELETE``, ``STREAM.SNAPSHOT`` and consumer requests;
+* every node: ``META.RESCUE`` (nats-server's servers each answer it for themselves).
 
 With no leader (an election in progress) nobody answers and the client times out, as with
 nats-server. The meta leader gathers stream info it does not hold from each stream's leader with
@@ -50,7 +53,7 @@ from engine.stream import Stream
 from protocol import api_json, gojson
 from protocol import errors as E
 from protocol.errors import ApiError
-from protocol.models import StreamConfig
+from protocol.models import Placement, StreamConfig
 from protocol.timefmt import format_rfc3339nano
 
 log = logging.getLogger("jetraft.cluster")
@@ -61,7 +64,14 @@ INTERNAL_REQUEST_TIMEOUT_S = 1.0
 CREATE_LEADER_WAIT_S = 10.0  # a new stream's group elects a leader before CREATE is answered
 CREATE_LEADER_POLL_S = 0.05
 STREAM_INFO_SUBJECT = "$JSC.SI."
-_META_OPS = {"ACCOUNT_INFO", "NAMES", "LIST", "CREATE", "DELETE"}
+_META_OPS = {
+    *("ACCOUNT_INFO", "NAMES", "LIST", "CREATE", "DELETE", "RESTORE"),
+    # cluster administration (cluster/admin_api.py)
+    *("PEER_REMOVE", "CANCEL_MOVE", "META_STEPDOWN", "SERVER_REMOVE", "ACCOUNT_PURGE"),
+    "ACCOUNT_STREAM_MOVE",
+}
+_EVERY_NODE_OPS = {"META_RESCUE"}  # nats-server: every server answers for itself
+_STREAM_LEADER_ONLY_OPS = {"SNAPSHOT"}  # nobody answers for a stream that does not exist
 
 
 class MetaStreams:
@@ -271,7 +281,11 @@ class MetaStreams:
     def answers(self, op: str, stream_name: str) -> bool:
         if op in _META_OPS:
             return self.is_meta_leader
+        if op in _EVERY_NODE_OPS:
+            return True
         if stream_name not in self.state.assignments:
+            if op in _STREAM_LEADER_ONLY_OPS:
+                return False
             return self.is_meta_leader  # "stream not found" comes from the meta leader
         host = self.replicas.get(stream_name)
         return host is not None and host.is_leader
@@ -415,6 +429,49 @@ class MetaStreams:
         if name not in self.state.assignments:
             raise ApiError(E.STREAM_NOT_FOUND)
         await self._propose_meta({"op": "del", "name": name})
+
+    def stream_peers(self, name: str) -> list[str] | None:
+        """The servers ``name`` is placed on; None if there is no such stream."""
+        sa = self.state.assignments.get(name)
+        return None if sa is None else list(sa.peers)
+
+    def step_down_meta(self, placement: Placement | None) -> str:
+        """META.LEADER.STEPDOWN on the meta leader: hand the meta group's leadership to a
+        caught-up peer, the one ``placement`` picks if it names one; the peer asked."""
+        meta = self.meta
+        if meta is None or not meta.is_leader:
+            raise ApiError(E.CLUSTER_NOT_LEADER)
+        wanted = self._stepdown_candidates(placement)
+        caught_up = meta.caught_up_followers()
+        # the placement's peers first; nats-server falls back to any healthy peer
+        for peer in [p for p in caught_up if p in wanted] + caught_up:
+            if meta.transfer_leadership(peer):
+                log.info("meta group: stepping down to %s", peer)
+                return peer
+        raise ApiError(E.RAFT_GENERAL, err="no replica is caught up to take over")
+
+    def _stepdown_candidates(self, placement: Placement | None) -> list[str]:
+        """The peers a stepdown ``placement`` allows (nats-server
+        ``getStepDownPreferredPlacement``): the ``preferred`` server alone, else the connected
+        peers in the placement's cluster with all its tags (jetraft servers have none);
+        without a placement every peer. 10005 when it leaves none."""
+        if placement is None:
+            return list(self.peers)
+        if placement.preferred:
+            name = placement.preferred
+            if name not in self.peers:
+                detail = f"preferred server {gojson.go_quote(name)} not known"
+                raise ApiError(E.CLUSTER_NO_PEERS, err=detail)
+            if name == self.server_name:
+                detail = f"preferred server {gojson.go_quote(name)} is already leader"
+                raise ApiError(E.CLUSTER_NO_PEERS, err=detail)
+            return [name]
+        wanted = [p for p in self.peers if p != self.server_name and self.routes.connected(p)]
+        if (placement.cluster and placement.cluster != self.cluster_name) or placement.tags:
+            wanted = []
+        if not wanted:
+            raise ApiError(E.CLUSTER_NO_PEERS, err="no replacement peer connected")
+        return wanted
 
     # --- StreamAuthority: the stream leader's part ----------------------------------------------
     def writer(self, name: str) -> AnyStreamHost:

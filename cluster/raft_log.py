@@ -224,14 +224,8 @@ class RaftLog:
         """Leader only: hand leadership to a follower that holds the whole log (the one that
         answered last); the peer asked, or None when no follower is caught up."""
         group = self.group
-        last = group.last_log_index
-        caught_up = sorted(
-            (idle_s, peer)
-            for peer, (match, idle_s) in group.peer_progress().items()
-            if match == last
-        )
         self._handed_over = True
-        for _idle, peer in caught_up:
+        for peer in group.caught_up_followers():
             if group.transfer_leadership(peer):
                 log.info("stream %s: stepping down to %s", self.name, peer)
                 return peer

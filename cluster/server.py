@@ -149,7 +149,11 @@ class Server:
         elif opts.jetstream:
             authority = LocalStreams(self.router, opts.store_dir, self.name, batches)
         # None without JetStream: every $JS.API request then finds no responders
-        self.jetstream = JetStream(self.router, authority) if authority is not None else None
+        self.jetstream = (
+            JetStream(self.router, authority, server_id=self.server_id)
+            if authority is not None
+            else None
+        )
         self.monitor: MonitorServer | None = None
         self._listener: asyncio.Server | None = None
         self._conns: dict[int, ClientConnection] = {}

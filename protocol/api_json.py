@@ -61,6 +61,18 @@ CONSUMER_LIST_RESPONSE = _PREFIX + "consumer_list_response"
 CONSUMER_DELETE_RESPONSE = _PREFIX + "consumer_delete_response"
 CONSUMER_PAUSE_RESPONSE = _PREFIX + "consumer_pause_response"
 CONSUMER_STEPDOWN_RESPONSE = _PREFIX + "consumer_leader_stepdown_response"
+CONSUMER_UNPIN_RESPONSE = _PREFIX + "consumer_unpin_response"
+CONSUMER_RESET_RESPONSE = _PREFIX + "consumer_reset_response"
+STREAM_REMOVE_PEER_RESPONSE = _PREFIX + "stream_remove_peer_response"
+STREAM_EVACUATE_PEER_RESPONSE = _PREFIX + "stream_evacuate_peer_response"
+STREAM_CANCEL_MOVE_RESPONSE = _PREFIX + "stream_cancel_move_response"
+STREAM_SNAPSHOT_RESPONSE = _PREFIX + "stream_snapshot_response"
+STREAM_RESTORE_RESPONSE = _PREFIX + "stream_restore_response"
+META_LEADER_STEPDOWN_RESPONSE = _PREFIX + "meta_leader_stepdown_response"
+META_SERVER_REMOVE_RESPONSE = _PREFIX + "meta_server_remove_response"
+META_SERVER_EVACUATE_RESPONSE = _PREFIX + "meta_server_evacuate_response"
+META_RESCUE_RESPONSE = _PREFIX + "meta_rescue_response"
+ACCOUNT_PURGE_RESPONSE = _PREFIX + "account_purge_response"
 
 NAMES_LIMIT = 1024  # JSApiNamesLimit
 LIST_LIMIT = 256  # JSApiListLimit
@@ -77,6 +89,8 @@ _ERROR_ZERO_FIELDS: dict[str, dict[str, Any]] = {
     CONSUMER_NAMES_RESPONSE: {"total": 0, "offset": 0, "limit": 0, "consumers": []},
     CONSUMER_LIST_RESPONSE: {"total": 0, "offset": 0, "limit": 0, "consumers": []},
     CONSUMER_PAUSE_RESPONSE: {"paused": False, "pause_until": "0001-01-01T00:00:00Z"},
+    STREAM_RESTORE_RESPONSE: {"deliver_subject": ""},
+    CONSUMER_RESET_RESPONSE: {"reset_seq": 0},
 }
 
 

@@ -138,3 +138,15 @@ class PauseRequest(GoStruct):
     go_name: ClassVar[str] = "server.JSApiConsumerPauseRequest"
 
     pause_until: Annotated[str | None, TIME] = None
+
+
+class UnpinRequest(GoStruct):
+    go_name: ClassVar[str] = "server.JSApiConsumerUnpinRequest"
+
+    group: str = ""
+
+
+class ResetRequest(GoStruct):
+    go_name: ClassVar[str] = "server.JSApiConsumerResetRequest"
+
+    seq: Annotated[int, UINT64] = 0

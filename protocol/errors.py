@@ -290,3 +290,25 @@ CONSUMER_BACKOFF_NEGATIVE = _e(10184, 400, "consumer backoff needs to be positiv
 # --- cluster operations ---------------------------------------------------------------------
 CLUSTER_REQUIRED = _e(10010, 503, "JetStream clustering support required")
 RAFT_GENERAL = _e(10041, 500, "{err}")
+CLUSTER_PEER_NOT_MEMBER = _e(10040, 400, "peer not a member")
+CLUSTER_SERVER_NOT_MEMBER = _e(10044, 400, "server is not a member of the cluster")
+NO_ACCOUNT = _e(10035, 503, "account not found")
+STREAM_RECONFIGURE_NOT_IN_PROGRESS = _e(10129, 400, "stream reconfiguration not in progress")
+CLUSTER_RESCUE = _e(10224, 400, "JetStream system rescue not applied: {err}")
+
+# --- snapshots and restores -----------------------------------------------------------------
+SNAPSHOT_DELIVER_SUBJECT_INVALID = _e(10015, 400, "deliver subject not valid")
+STREAM_SNAPSHOT = _e(10064, 500, "snapshot failed: {err}")
+STREAM_RESTORE = _e(10062, 500, "restore failed: {err}")
+STREAM_NAME_EXIST_RESTORE_FAILED = _e(10130, 400, "stream name already in use, cannot restore")
+
+# --- priority groups (CONSUMER.UNPIN) -------------------------------------------------------
+CONSUMER_INVALID_PRIORITY_GROUP = _e(
+    10160, 400, "Provided priority group does not exist for this consumer"
+)
+CONSUMER_INVALID_GROUP_NAME = _e(
+    10162,
+    400,
+    "Valid priority group name must match A-Z, a-z, 0-9, -_/=)+ and may not exceed 16 characters",
+)
+CONSUMER_INVALID_RESET = _e(10204, 400, "invalid reset: {err}")

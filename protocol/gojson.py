@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, TypeVar, Union
 
-from protocol.models import GoEnum, GoInt, GoIntSlice, GoName, GoStruct, GoTime
+from protocol.models import GoEnum, GoInt, GoIntMap, GoIntSlice, GoName, GoStruct, GoTime
 from protocol.timefmt import reformat_rfc3339
 
 M = TypeVar("M", bound=GoStruct)
@@ -499,8 +499,12 @@ class _ListCodec(_Codec):
         return [self.element.decode(ctx, item, (*path, i), zero) for i, item in enumerate(value)]
 
 
-class _StrMapCodec(_Codec):
-    type_name = "map[string]string"
+class _MapCodec(_Codec):
+    """A Go map with string keys (``map[string]string``, ``map[string]uint64``)."""
+
+    def __init__(self, element: _Codec) -> None:
+        self.element = element
+        self.type_name = f"map[string]{element.type_name}"
 
     def zero(self) -> Any:
         return None
@@ -510,9 +514,10 @@ class _StrMapCodec(_Codec):
             return None
         if not isinstance(value, JsonObject):
             raise _type_error(ctx, json_kind(value), path, self.type_name)
-        merged: dict[str, str] = dict(current) if current else {}
+        merged: dict[str, Any] = dict(current) if current else {}
+        zero = self.element.zero()
         for key, item in value:
-            merged[clean_string(key)] = _STRING.decode(ctx, item, (*path, key), "")
+            merged[clean_string(key)] = self.element.decode(ctx, item, (*path, key), zero)
         return merged
 
 
@@ -630,6 +635,8 @@ def _codec_for(annotation: Any, metadata: list[Any]) -> _Codec:
     for meta in metadata:
         if isinstance(meta, GoIntSlice):
             return _ListCodec(_IntCodec(meta.element), nullable=True)
+        if isinstance(meta, GoIntMap):
+            return _MapCodec(_IntCodec(meta.element))
         if isinstance(meta, GoInt):
             return _IntCodec(meta)
         if isinstance(meta, GoEnum):
@@ -656,7 +663,7 @@ def _codec_for(annotation: Any, metadata: list[Any]) -> _Codec:
     if origin is list and args and _is_model(args[0]):
         return _StructListCodec(args[0], go_name or f"[]{args[0].go_name}")
     if origin is dict:
-        return _StrMapCodec()
+        return _MapCodec(_STRING)
     raise TypeError(f"no Go codec for {annotation!r}")
 
 
@@ -740,3 +747,30 @@ def decode(body: bytes, model: type[M], *, strict: bool = True) -> M:
             raise _type_error(ctx, json_kind(value), (), model.go_name)
         _decode_fields(ctx, model, value, (), state)
     return model.model_validate(_complete(model, state))
+
+
+_OFFSET_SUFFIX = re.compile(r" at offset \d+$")
+
+
+def unmarshal(body: bytes, model: type[M]) -> M:
+    """Decode a body the way Go's ``json.Unmarshal`` does (what a few nats-server handlers call
+    instead of the API's decoder): exactly one JSON value, unknown fields ignored, and the error
+    texts without an offset (``unexpected end of JSON input``, ``invalid character 'x' after
+    top-level value``)."""
+    text = body.decode("utf-8", "surrogateescape")
+    start = _WHITESPACE.match(text).end()  # type: ignore[union-attr]
+    if start == len(text):
+        raise GoJsonError("unexpected end of JSON input")
+    try:
+        _value, end = VALUE_DECODER.raw_decode(text, start)
+    except (ValueError, RecursionError):
+        reason = _syntax_error_text(body)
+        if reason == "unexpected EOF":
+            reason = "unexpected end of JSON input"
+        raise GoJsonError(_OFFSET_SUFFIX.sub("", reason)) from None
+    end = _WHITESPACE.match(text, end).end()  # type: ignore[union-attr]
+    if end < len(text):
+        at = len(text[:end].encode("utf-8", "surrogateescape"))
+        quoted, _width = quote_char_at(body, at)
+        raise GoJsonError(f"invalid character {quoted} after top-level value")
+    return decode(body, model, strict=False)

@@ -39,6 +39,13 @@ class GoIntSlice:
 
 
 @dataclass(frozen=True, slots=True)
+class GoIntMap:
+    """A Go map from strings to an integer type (``map[string]uint64``): its value type."""
+
+    element: GoInt
+
+
+@dataclass(frozen=True, slots=True)
 class GoEnum:
     """A Go type with a custom ``UnmarshalJSON``.
 
@@ -296,6 +303,87 @@ class MsgGetRequest(GoStruct):
     up_to_seq: Annotated[int, UINT64] = 0
     up_to_time: Annotated[str | None, TIME] = None
     no_hdr: bool = False
+
+
+class StreamSnapshotRequest(GoStruct):
+    go_name: ClassVar[str] = "server.JSApiStreamSnapshotRequest"
+
+    deliver_subject: str = ""
+    no_consumers: bool = False
+    chunk_size: Annotated[int, INT] = 0
+    window_size: Annotated[int, INT] = 0
+    jsck: bool = False
+
+
+class LostStreamData(GoStruct):
+    go_name: ClassVar[str] = "server.LostStreamData"
+
+    msgs: Annotated[list[int] | None, GoIntSlice(UINT64)] = None
+    bytes: Annotated[int, UINT64] = 0
+
+
+class StreamState(GoStruct):
+    """A stream's state as a restore request carries it (nats-server's ``StreamState``)."""
+
+    go_name: ClassVar[str] = "server.StreamState"
+
+    messages: Annotated[int, UINT64] = 0
+    bytes: Annotated[int, UINT64] = 0
+    first_seq: Annotated[int, UINT64] = 0
+    first_ts: Annotated[str | None, TIME] = None
+    last_seq: Annotated[int, UINT64] = 0
+    last_ts: Annotated[str | None, TIME] = None
+    num_subjects: Annotated[int, INT] = 0
+    subjects: Annotated[dict[str, int] | None, GoIntMap(UINT64)] = None
+    num_deleted: Annotated[int, INT] = 0
+    deleted: Annotated[list[int] | None, GoIntSlice(UINT64)] = None
+    lost: LostStreamData | None = None
+    consumer_count: Annotated[int, INT] = 0
+
+
+class StreamRestoreRequest(GoStruct):
+    go_name: ClassVar[str] = "server.JSApiStreamRestoreRequest"
+
+    config: StreamConfig = Field(default_factory=StreamConfig)
+    state: StreamState = Field(default_factory=StreamState)
+
+
+class StreamRemovePeerRequest(GoStruct):
+    """STREAM.PEER.REMOVE and STREAM.PEER.EVACUATE: a server name or peer id."""
+
+    go_name: ClassVar[str] = "server.JSApiStreamRemovePeerRequest"
+
+    peer: str = ""
+
+
+class MetaServerRemoveRequest(GoStruct):
+    """SERVER.REMOVE and SERVER.EVACUATE: ``peer`` is the server's name, ``peer_id`` its id."""
+
+    go_name: ClassVar[str] = "server.JSApiMetaServerRemoveRequest"
+
+    peer: str = ""
+    peer_id: str = ""
+
+
+class MetaRescueRequest(GoStruct):
+    go_name: ClassVar[str] = "server.JSApiMetaRescueRequest"
+
+    quorum_needed: Annotated[int, INT] = 0
+
+
+class MetaServerStreamMoveRequest(GoStruct):
+    go_name: ClassVar[str] = "server.JSApiMetaServerStreamMoveRequest"
+
+    server: str = ""
+    cluster: str = ""
+    domain: str = ""
+    tags: list[str] | None = None
+
+
+class LeaderStepdownRequest(GoStruct):
+    go_name: ClassVar[str] = "server.JSApiLeaderStepdownRequest"
+
+    placement: Placement | None = None
 
 
 # --- Responses -----------------------------------------------------------------------------------

@@ -266,6 +266,13 @@ class RaftGroup:
         """The commit index the leader last told this node (0 before it heard one)."""
         return self.core.leader_commit_index
 
+    def caught_up_followers(self) -> list[str]:
+        """Leader only: the followers that hold the whole log, the one heard from last first
+        (the candidates a leadership transfer may go to)."""
+        last = self.last_log_index
+        progress = self.peer_progress().items()
+        return [peer for _idle, peer in sorted((idle, p) for p, (m, idle) in progress if m == last)]
+
     def transfer_leadership(self, peer: str) -> bool:
         """Leader only: hand leadership to ``peer``, which must hold the whole log. Whether the
         request went out; the new leader shows in ``leader_id`` once elected."""

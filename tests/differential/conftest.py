@@ -7,9 +7,10 @@ differs between two servers and that each scenario is deterministic.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -64,17 +65,30 @@ def diff(oracle_server: ServerProc, candidate_server: ServerProc) -> Differ:
     )
 
 
-@pytest.fixture
-def fresh_diff(tmp_path: Path) -> Iterator[Differ]:
-    """A Differ on servers started for this test alone (for account-wide counters)."""
-    oracle = start_nats_server(tmp_path / "oracle", name="oracle")
+@contextlib.contextmanager
+def server_pair(
+    start_oracle: Callable[[], ServerProc], start_other: Callable[[], ServerProc]
+) -> Iterator[tuple[ServerProc, ServerProc]]:
+    """Two servers started for one test (the oracle is stopped if the other fails to start),
+    both stopped afterwards."""
+    oracle = start_oracle()
     try:
-        candidate = start_candidate(tmp_path / "candidate", "candidate")
+        candidate = start_other()
     except BaseException:
         oracle.stop()
         raise
     try:
-        yield Differ(oracle.port, candidate.port, candidate_side(), "F001")
+        yield oracle, candidate
     finally:
         candidate.stop()
         oracle.stop()
+
+
+@pytest.fixture
+def fresh_diff(tmp_path: Path) -> Iterator[Differ]:
+    """A Differ on servers started for this test alone (for account-wide counters)."""
+    with server_pair(
+        lambda: start_nats_server(tmp_path / "oracle", name="oracle"),
+        lambda: start_candidate(tmp_path / "candidate", "candidate"),
+    ) as (oracle, candidate):
+        yield Differ(oracle.port, candidate.port, candidate_side(), "F001")

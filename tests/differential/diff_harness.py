@@ -14,7 +14,7 @@ import dataclasses
 import json
 import os
 import traceback
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,6 +196,18 @@ class Session:
             self.record_reply(label, reply)
         self._note_wait(timed_out=reply.outcome == TIMEOUT, timeout_s=timeout_s)
         return reply
+
+    async def api_unanswered(self, requests: Sequence[tuple[str, Any]]) -> None:
+        """Send each (endpoint, body) to $JS.API at once, each waiting the no-reply timeout, and
+        record the outcomes in request order: for the subjects that get no answer."""
+        replies = await asyncio.gather(
+            *(
+                self.api(endpoint, body, timeout_s=NO_REPLY_TIMEOUT_S, record=False)
+                for endpoint, body in requests
+            )
+        )
+        for (endpoint, body), reply in zip(requests, replies, strict=True):
+            self.record_reply(f"$JS.API.{endpoint} {body!r}", reply)
 
     def record_reply(self, label: str, reply: Reply) -> None:
         """Record a reply obtained with record=False (e.g. from concurrent requests)."""

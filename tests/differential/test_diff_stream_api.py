@@ -6,7 +6,6 @@ and the subjects that get no reply at all.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -204,15 +203,7 @@ async def test_no_reply_subjects(diff: Differ) -> None:
             ("STREAM.NAMES.x", None),
             ("INFO.x", None),
         ]
-        # Sent concurrently (each waits for the full no-reply timeout), recorded in order.
-        replies = await asyncio.gather(
-            *(
-                s.api(endpoint, body, timeout_s=NO_REPLY_TIMEOUT_S, record=False)
-                for endpoint, body in requests
-            )
-        )
-        for (endpoint, body), reply in zip(requests, replies, strict=True):
-            s.record_reply(f"$JS.API.{endpoint} {body}", reply)
+        await s.api_unanswered(requests)
 
     transcript = await diff.run(scenario)
     # Guard against a masking or harness bug that would make both sides "agree" vacuously.

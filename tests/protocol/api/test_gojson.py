@@ -6,8 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.gojson import GoJsonError, decode, encode, go_quote
-from protocol.models import MsgGetRequest, StreamConfigRequest, StreamInfoRequest
+from protocol.consumer_models import UnpinRequest
+from protocol.gojson import GoJsonError, decode, encode, go_quote, unmarshal
+from protocol.models import (
+    MsgGetRequest,
+    StreamConfigRequest,
+    StreamInfoRequest,
+    StreamRestoreRequest,
+)
 
 
 def test_encode_escapes_html_and_line_separators_like_go() -> None:
@@ -135,3 +141,46 @@ def test_any_valid_json_decodes_or_raises_go_json_error(value: object) -> None:
         decode(body, StreamConfigRequest)
     except GoJsonError as err:
         assert "metadata" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        # probed on nats-server 2.15.1 (CONSUMER.UNPIN, which calls json.Unmarshal)
+        (b"", "unexpected end of JSON input"),
+        (b"  ", "unexpected end of JSON input"),
+        (b'{"group":', "unexpected end of JSON input"),
+        (b"{x", "invalid character 'x' looking for beginning of object key string"),
+        (b"{} x", "invalid character 'x' after top-level value"),
+        (b"{}{}", "invalid character '{' after top-level value"),
+        (
+            b"[]",
+            "json: cannot unmarshal array into Go value of type server.JSApiConsumerUnpinRequest",
+        ),
+        (
+            b'{"group":5}',
+            "json: cannot unmarshal number into Go struct field "
+            "JSApiConsumerUnpinRequest.group of type string",
+        ),
+    ],
+)
+def test_unmarshal_is_one_value_without_offsets(body: bytes, error: str) -> None:
+    with pytest.raises(GoJsonError) as raised:
+        unmarshal(body, UnpinRequest)
+    assert str(raised.value) == error
+
+
+def test_unmarshal_ignores_unknown_fields_and_null() -> None:
+    assert unmarshal(b'{"GROUP":"g","x":1}', UnpinRequest).group == "g"
+    assert unmarshal(b" null ", UnpinRequest).group == ""
+
+
+def test_maps_of_integers_check_their_values() -> None:
+    req = decode(b'{"state":{"subjects":{"a":1,"b":2}}}', StreamRestoreRequest)
+    assert req.state.subjects == {"a": 1, "b": 2}
+    with pytest.raises(GoJsonError) as raised:
+        decode(b'{"state":{"subjects":{"a":-1}}}', StreamRestoreRequest)
+    assert str(raised.value) == (
+        "json: cannot unmarshal number -1 into Go struct field "
+        "JSApiStreamRestoreRequest.state.subjects.a of type uint64"
+    )
