@@ -228,15 +228,12 @@ def wait_healthz(procs: ClusterProcs, deadline: float) -> None:
 
 
 def meta_leader(procs: ClusterProcs) -> str | None:
-    """The JetStream meta leader from node 1's ``/jsz`` (nats-server and jetraft spell it
-    differently)."""
+    """The JetStream meta leader from node 1's ``/jsz`` (``meta_cluster.leader`` on
+    nats-server and jetraft alike)."""
     _, body = http_get_json(f"http://{HOST}:{procs.nodes[0].http_port}/jsz")
-    if not isinstance(body, dict):
-        return None
-    for key, leader_key in (("meta_cluster", "leader"), ("cluster", "meta_leader")):
-        block = body.get(key)
-        if isinstance(block, dict) and block.get(leader_key):
-            return str(block[leader_key])
+    block = body.get("meta_cluster") if isinstance(body, dict) else None
+    if isinstance(block, dict) and block.get("leader"):
+        return str(block["leader"])
     return None
 
 

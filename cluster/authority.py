@@ -86,6 +86,17 @@ class StreamAuthority(Protocol):
         """A bare StreamInfo of ``name`` from wherever it is answered; None if nobody did."""
         ...
 
-    def jsz(self) -> dict[str, Any]:
-        """The monitoring ``/jsz`` document, but for the API counters."""
+    def meta_cluster(self) -> dict[str, Any] | None:
+        """The meta group as nats-server's /jsz ``meta_cluster`` shows it; None on a single
+        server (nats-server leaves the key out there)."""
+        ...
+
+    def cluster_view(self) -> dict[str, Any]:
+        """``/jetraftz``'s ``cluster`` object: the cluster's name, the meta leader, the meta
+        group's peers and the peers this node's routes reach."""
+        ...
+
+    def raft_view(self, host: AnyStreamHost) -> dict[str, Any]:
+        """``/jetraftz``'s Raft fields of one local replica (leader, peers, term, indexes,
+        lag); on a single server the leader only."""
         ...

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -25,7 +26,7 @@ from cluster.router import Subscription
 from protocol import session as ps
 from protocol.auth import ERR_AUTH_TIMEOUT, PermissionChecker, new_nonce
 from protocol.auth_config import ClientAuthConfig
-from protocol.parser import MAX_CONTROL_LINE_BYTES_DEFAULT
+from protocol.parser import ERR_MAX_CONTROL_LINE, ERR_MAX_PAYLOAD, MAX_CONTROL_LINE_BYTES_DEFAULT
 from protocol.timefmt import format_go_duration
 
 if TYPE_CHECKING:
@@ -45,23 +46,75 @@ ERR_STALE_CONNECTION = "Stale Connection"
 # delivery, ~20% slower (measured). State most connections never need lives in class-level
 # defaults or in the small slotted objects below, one attribute each.
 ATTRIBUTES_FAST_MAX = 29
+# why a connection closed, in nats-server's words (ClosedState.String), for /connz?state=closed
+CLOSED_BY_CLIENT = "Client Closed"
+CLOSED_SLOW_PENDING = "Slow Consumer (Pending Bytes)"
+CLOSED_SLOW_DEADLINE = "Slow Consumer (Write Deadline)"
+CLOSED_STALE = "Stale Connection"
+CLOSED_AUTH_TIMEOUT = "Authentication Timeout"
+CLOSED_AUTH_FAILURE = "Authentication Failure"
+CLOSED_TLS_FAILURE = "TLS Handshake Failure"
+CLOSED_PROTOCOL = "Protocol Violation"
+_CLOSED_BY_ERR = {
+    ps.ERR_AUTHORIZATION_VIOLATION: CLOSED_AUTH_FAILURE,
+    ERR_MAX_PAYLOAD: "Maximum Message Payload Exceeded",
+    ERR_MAX_CONTROL_LINE: "Maximum Control Line Exceeded",
+}
+
+
+class ConnStats:
+    """What monitoring (/connz, /varz) reads of one connection: its traffic in nats-server's
+    units (messages, and their header plus payload bytes), when it started and was last heard
+    from, what its CONNECT said, and why it closed. One slotted object, so the connection stays
+    within ATTRIBUTES_FAST_MAX."""
+
+    __slots__ = (
+        "in_bytes",
+        "in_msgs",
+        "ip",
+        "lang",
+        "last_ns",
+        "out_bytes",
+        "out_msgs",
+        "port",
+        "reason",
+        "start_ns",
+        "user",
+        "version",
+    )
+
+    def __init__(self, start_ns: int) -> None:
+        self.start_ns = start_ns
+        self.last_ns = start_ns
+        self.in_msgs = 0
+        self.in_bytes = 0
+        self.out_msgs = 0
+        self.out_bytes = 0
+        self.lang = ""
+        self.version = ""
+        self.user = ""
+        self.reason = ""
+        self.ip = ""
+        self.port = 0
 
 
 class _SendLimits:
     """What a client may be owed (max_pending), for how long (write_deadline), and whom to tell
-    when it is cut off as a slow consumer."""
+    when it is cut off as a slow consumer or a stale connection."""
 
-    __slots__ = ("max_pending", "on_slow_consumer", "write_deadline_s")
+    __slots__ = ("max_pending", "on_slow_consumer", "on_stale_connection", "write_deadline_s")
 
     def __init__(
         self,
         max_pending: int,
         write_deadline_s: float,
         on_slow_consumer: Callable[[], None] | None,
+        on_stale_connection: Callable[[], None] | None = None,
     ) -> None:
         self.max_pending = max_pending
         self.write_deadline_s = write_deadline_s
         self.on_slow_consumer = on_slow_consumer
+        self.on_stale_connection = on_stale_connection
 
 
 class _Stall:
@@ -115,8 +168,11 @@ class ClientConnection(asyncio.Protocol):
         write_deadline_s: float = WRITE_DEADLINE_S,
         tls: ssl.SSLContext | None = None,
         tls_timeout_s: float = TLS_TIMEOUT_S,
+        on_stale_connection: Callable[[], None] | None = None,
     ) -> None:
-        self._limits = _SendLimits(max_pending, write_deadline_s, on_slow_consumer)
+        self._limits = _SendLimits(
+            max_pending, write_deadline_s, on_slow_consumer, on_stale_connection
+        )
         if tls is not None:
             self._tls = _TLS(tls, tls_timeout_s)
         self._peer = ""
@@ -144,6 +200,7 @@ class ClientConnection(asyncio.Protocol):
         self._pings_sent = 0
         self._ping_timer: asyncio.TimerHandle | None = None
         self._refusal: str | None = None
+        self.stats = ConnStats(time.time_ns())
 
     # --- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -153,6 +210,7 @@ class ClientConnection(asyncio.Protocol):
         if peer:  # the INFO tells a client the address the server sees it at
             self.session.set_info({**self._info, "client_ip": peer[0]})
             self._peer = f"{peer[0]}:{peer[1]}"
+            self.stats.ip, self.stats.port = str(peer[0]), int(peer[1])
         if self._refusal is not None:
             # before any TLS: nats-server refuses in plain text, INFO first
             self.send_raw(self.session.initial_bytes())
@@ -207,6 +265,7 @@ class ClientConnection(asyncio.Protocol):
         except Exception as exc:  # whatever failed, the client is not connected
             # nats-server logs this at debug level too: a port scanner is not news
             log.debug("%s - cid:%d - TLS handshake error: %s", self._peer, self.cid, exc)
+            self.stats.reason = CLOSED_TLS_FAILURE
             if not self._closed:  # (a timeout may have closed it through connection_lost)
                 wire.abort()
                 self._teardown()
@@ -237,6 +296,7 @@ class ClientConnection(asyncio.Protocol):
         self._auth_timer = None
         if not self._closed and self.session.awaiting_auth:
             log.error("%s - cid:%d - authentication timeout", self._peer, self.cid)
+            self.stats.reason = CLOSED_AUTH_TIMEOUT
             self.send_raw(ps.encode_err(ERR_AUTH_TIMEOUT))
             self.close()
 
@@ -277,6 +337,9 @@ class ClientConnection(asyncio.Protocol):
             return
         if self._pings_sent - self.session.pongs_received >= self.pings_outstanding_max:
             log.info("stale connection cid=%d name=%r: closing", self.cid, self.name)
+            self.stats.reason = CLOSED_STALE
+            if self._limits.on_stale_connection is not None:
+                self._limits.on_stale_connection()
             self.send_raw(ps.encode_err(ERR_STALE_CONNECTION))
             self.close()
             return
@@ -300,6 +363,7 @@ class ClientConnection(asyncio.Protocol):
             return
         # After start_tls this is decrypted data, possibly before the handshake task resumed
         # (transport still None): its answers wait in _out for the first flush.
+        self.stats.last_ns = time.time_ns()
         self.session.receive_data(data)
         while (action := self.session.next_action()) is not None:
             self._act(action)
@@ -322,7 +386,11 @@ class ClientConnection(asyncio.Protocol):
     # --- actions ------------------------------------------------------------------------
     def _act(self, action: object) -> None:
         if type(action) is ps.Publish:
-            self.router.publish(action.subject, action.reply, action.hdr, action.payload, self)
+            stats = self.stats
+            stats.in_msgs += 1
+            hdr = action.hdr
+            stats.in_bytes += len(action.payload) + (len(hdr) if hdr else 0)
+            self.router.publish(action.subject, action.reply, hdr, action.payload, self)
         elif isinstance(action, ps.Send):
             self.send_raw(action.data)
         elif isinstance(action, ps.Subscribe):
@@ -344,14 +412,18 @@ class ClientConnection(asyncio.Protocol):
             self.echo = action.echo
             self.no_responders = action.no_responders
             self.name = action.name
+            self.stats.lang = action.lang
+            self.stats.version = action.version
         elif isinstance(action, ps.Close):
             if action.err is not None:
+                self.stats.reason = _CLOSED_BY_ERR.get(action.err, CLOSED_PROTOCOL)
                 if action.err == ps.ERR_AUTHORIZATION_VIOLATION:
                     log.error("%s - cid:%d - authentication error", self._peer, self.cid)
                 self.send_raw(ps.encode_err(action.err))
             self.close()
         elif isinstance(action, ps.Authorized):
             self.perms = action.perms
+            self.stats.user = action.user
             if self._auth_timer is not None:
                 self._auth_timer.cancel()
                 self._auth_timer = None
@@ -367,9 +439,13 @@ class ClientConnection(asyncio.Protocol):
     def send_msg(
         self, subject: str, sid: str, reply: str | None, hdr: bytes | None, payload: bytes
     ) -> None:
+        stats = self.stats
+        stats.out_msgs += 1
         if hdr:
+            stats.out_bytes += len(hdr) + len(payload)
             self.send_raw(ps.encode_hmsg(subject, sid, reply, hdr, payload))
         else:
+            stats.out_bytes += len(payload)
             self.send_raw(ps.encode_msg(subject, sid, reply, payload))
 
     def send_raw(self, data: bytes) -> None:
@@ -385,6 +461,22 @@ class ClientConnection(asyncio.Protocol):
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
+    def tls_session(self) -> tuple[str, str] | None:
+        """(TLS version as nats-server writes it, e.g. "1.3"; cipher suite) once the TLS
+        handshake is done, else None (/connz)."""
+        if self._tls is None or self.transport is None:
+            return None
+        ssl_object = self.transport.get_extra_info("ssl_object")
+        if ssl_object is None:
+            return None
+        version = str(ssl_object.version() or "").removeprefix("TLSv")
+        cipher = ssl_object.cipher()
+        return version, str(cipher[0]) if cipher else ""
+
+    def pending_bytes(self) -> int:
+        """Bytes owed to the client and not yet sent: ours and the transports' (/connz)."""
+        return self._out_bytes + self._unsent_in_transports()
+
     def _unsent_in_transports(self) -> int:
         size = 0 if self.transport is None else self.transport.get_write_buffer_size()
         tls = self._tls
@@ -398,7 +490,7 @@ class ClientConnection(asyncio.Protocol):
         self._room = max_pending - self._unsent_in_transports()
         if self._out_bytes <= self._room:
             return False
-        self._slow_consumer(f"MaxPending of {max_pending} Exceeded")
+        self._slow_consumer(f"MaxPending of {max_pending} Exceeded", CLOSED_SLOW_PENDING)
         return True
 
     def _flush(self) -> None:
@@ -415,7 +507,7 @@ class ClientConnection(asyncio.Protocol):
         max_pending = self._limits.max_pending
         if unsent:  # the socket did not take it all: the client is behind, for now
             if unsent > max_pending:
-                self._slow_consumer(f"MaxPending of {max_pending} Exceeded")
+                self._slow_consumer(f"MaxPending of {max_pending} Exceeded", CLOSED_SLOW_PENDING)
                 return
             stall = self._stall
             if stall is None or stall.timer is None:
@@ -452,10 +544,11 @@ class ClientConnection(asyncio.Protocol):
         deadline = format_go_duration(round(self._limits.write_deadline_s * 1e9))
         self._slow_consumer(
             f"WriteDeadline of {deadline} exceeded with {max(stall.writes, 1)} chunks of "
-            f"{unsent} total bytes."
+            f"{unsent} total bytes.",
+            CLOSED_SLOW_DEADLINE,
         )
 
-    def _slow_consumer(self, why: str) -> None:
+    def _slow_consumer(self, why: str, reason: str) -> None:
         """Cut the client off and drop what it was owed, as nats-server does: keeping (and
         still delivering) the buffer is what let one reader hold gigabytes."""
         log.warning(
@@ -465,6 +558,7 @@ class ClientConnection(asyncio.Protocol):
             why,
             self.name,
         )
+        self.stats.reason = reason
         if self._limits.on_slow_consumer is not None:
             self._limits.on_slow_consumer()
         self._abort()
@@ -512,9 +606,12 @@ class ClientConnection(asyncio.Protocol):
             and handshake is not asyncio.current_task()
         ):
             handshake.cancel()
-        for sub in list(self.subs.values()):
-            self.router.remove(sub)
-        self.subs.clear()
+        if not self.stats.reason:
+            self.stats.reason = CLOSED_BY_CLIENT
+        # before the subscriptions go: a closed connection's record lists them (/connz)
         callbacks, self.on_close = self.on_close, []
         for cb in callbacks:
             cb(self)
+        for sub in list(self.subs.values()):
+            self.router.remove(sub)
+        self.subs.clear()

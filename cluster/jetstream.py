@@ -299,13 +299,6 @@ class JetStream:
         }
         self.router.publish(f"$JS.EVENT.ADVISORY.STREAM.{kind}.{stream}", None, None, _dumps(body))
 
-    # --- monitoring ----------------------------------------------------------------------
-    def jsz(self) -> dict[str, Any]:
-        return {
-            **self.authority.jsz(),
-            "api": {"level": SERVER_API_LEVEL, "total": self.api_total, "errors": self.api_errors},
-        }
-
 
 def _api_level_ok(value: str) -> bool:
     try:

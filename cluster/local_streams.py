@@ -202,25 +202,11 @@ class LocalStreams:
             return None
         return self.host_info(host, "", dynamic_metadata=False)
 
-    def jsz(self) -> dict[str, Any]:
-        streams = []
-        for host in self._hosts.values():
-            st = host.stream.state()
-            streams.append(
-                {
-                    "name": host.name,
-                    "messages": st.messages,
-                    "bytes": st.bytes,
-                    "first_seq": st.first_seq,
-                    "last_seq": st.last_seq,
-                    "corrupt_records": [
-                        {"seq": c.seq, "location": c.location, "reason": c.reason}
-                        for c in host.store.corrupt_records()
-                    ],
-                }
-            )
-        return {
-            "server_name": self.server_name,
-            "streams": len(self._hosts),
-            "account_details": streams,
-        }
+    def meta_cluster(self) -> dict[str, Any] | None:
+        return None
+
+    def cluster_view(self) -> dict[str, Any]:
+        return {}
+
+    def raft_view(self, host: AnyStreamHost) -> dict[str, Any]:
+        return {"leader": self.server_name}

@@ -334,23 +334,39 @@ class MetaStreams:
             out["leader"] = leader
             out["leader_since"] = format_rfc3339nano(group.last_leader_change_ns)
         if group.is_leader:
-            last = group.last_log_index
-            replicas = []
-            for peer, (match, idle_s) in sorted(group.peer_progress().items()):
-                lag = max(0, last - match)
-                entry: dict[str, Any] = {
-                    "name": peer,
-                    "current": lag == 0 and self.routes.connected(peer),
-                    "active": int(idle_s * 1e9),
-                }
-                if not self.routes.connected(peer):
-                    entry["offline"] = True
-                if lag:
-                    entry["lag"] = lag
-                entry["peer"] = peer
-                replicas.append(entry)
-            out["replicas"] = replicas
+            out["replicas"] = self._replicas(group)
         return out
+
+    def _replicas(self, group: RaftGroup) -> list[dict[str, Any]]:
+        """The other peers as nats-server's ``PeerInfo``: on the leader with their progress;
+        on a follower, which knows none, the leader current while its route is up and the
+        others not known to be (``current`` false, ``active`` 0, as a nats-server follower)."""
+        if group.is_leader:
+            last = group.last_log_index
+            progress = sorted(group.peer_progress().items())
+        else:
+            last = 0
+            progress = [(p, (0, 0.0)) for p in group.peer_ids if p != group.self_id]
+        replicas = []
+        for peer, (match, idle_s) in progress:
+            lag = max(0, last - match)
+            connected = self.routes.connected(peer)
+            if group.is_leader:
+                current = lag == 0 and connected
+            else:
+                current = peer == group.leader_id and connected
+            entry: dict[str, Any] = {
+                "name": peer,
+                "current": current,
+                "active": int(idle_s * 1e9),
+            }
+            if not connected:
+                entry["offline"] = True
+            if lag:
+                entry["lag"] = lag
+            entry["peer"] = peer
+            replicas.append(entry)
+        return replicas
 
     # --- StreamAuthority: the meta leader's part ------------------------------------------------
     def configs(self, exclude: str = "") -> dict[str, StreamConfig]:
@@ -532,47 +548,65 @@ class MetaStreams:
         await self._leading(host.name).log.read_barrier()
 
     # --- monitoring ---------------------------------------------------------------------------
-    def jsz(self) -> dict[str, Any]:
-        streams = []
-        for name, host in sorted(self.replicas.items()):
-            st = host.stream.state()
-            group = host.log.group
-            streams.append(
-                {
-                    "name": name,
-                    "leader": group.leader_id,
-                    "is_leader": host.is_leader,
-                    "replicas": host.log.peers,
-                    "preferred_leader": host.log.preferred,
-                    "raft_group": group.group_name,
-                    "term": group.term,
-                    "applied_index": host.stream.applied_index,
-                    "raft_applied": group.last_applied,
-                    "commit_index": group.commit_index,
-                    "lag": host.log.lag(),
-                    "digest": host.stream.digest().hex(),
-                    # messages only (no config, no index): equal on a mirror and its upstream
-                    "content_digest": host.stream.content_digest().hex(),
-                    "direct_gets_served": host.direct.served,
-                    **host.attachment_info(),
-                    "state": {
-                        "messages": st.messages,
-                        "bytes": st.bytes,
-                        "first_seq": st.first_seq,
-                        "last_seq": st.last_seq,
-                    },
-                }
-            )
+    def meta_cluster(self) -> dict[str, Any] | None:
+        meta = self.meta
+        size = len(self.peers)
+        out: dict[str, Any] = {"name": self.cluster_name}
+        leader = meta.leader_id if meta is not None else None
+        if leader is not None:
+            out["leader"] = leader
+            out["peer"] = leader  # jetraft names peers by server name (nats-server: a hash)
+        if meta is not None:
+            out["replicas"] = self._replicas(meta)
+        out["cluster_size"] = size
+        out["quorum_needed"] = size // 2 + 1
+        # API requests are answered as they come (no queue of routed requests to report)
+        out["pending"] = 0
+        out["pending_requests"] = 0
+        out["pending_infos"] = 0
+        out["snapshot"] = _snapshot_stats(meta)
+        return out
+
+    def cluster_view(self) -> dict[str, Any]:
         return {
-            "server_name": self.server_name,
-            "cluster": {
-                "name": self.cluster_name,
-                "meta_leader": self.meta_leader,
-                "peers": self.peers,
-                "connected": self.routes.connected_peers(),
-            },
-            "streams": streams,
+            "name": self.cluster_name,
+            "meta_leader": self.meta_leader,
+            "peers": self.peers,
+            "connected": self.routes.connected_peers(),
         }
+
+    def raft_view(self, host: AnyStreamHost) -> dict[str, Any]:
+        replica = self.replicas.get(host.name)
+        if replica is not host or replica is None:
+            return {}
+        group = replica.log.group
+        return {
+            "leader": group.leader_id,
+            "replicas": replica.log.peers,
+            "preferred_leader": replica.log.preferred,
+            "raft_group": group.group_name,
+            "term": group.term,
+            "raft_applied": group.last_applied,
+            "commit_index": group.commit_index,
+            "lag": replica.log.lag(),
+        }
+
+
+def _snapshot_stats(meta: RaftGroup | None) -> dict[str, Any]:
+    """nats-server's ``MetaSnapshotStats``: the meta log's entries since its last snapshot,
+    the journal's bytes and when that snapshot was written (Go's zero time: never)."""
+    if meta is None:
+        return {"pending_entries": 0, "pending_size": 0, "last_time": format_rfc3339nano(0)}
+    status = meta.status()
+    try:
+        taken_ns = meta.snapshot_path.stat().st_mtime_ns
+    except OSError:
+        taken_ns = 0
+    return {
+        "pending_entries": max(0, status.last_log_index - status.first_log_index),
+        "pending_size": meta.journal.size_bytes,
+        "last_time": format_rfc3339nano(taken_ns),
+    }
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

@@ -1,14 +1,38 @@
-"""The monitoring HTTP endpoint: /healthz, /varz, /jsz in the spirit of nats-server's.
+"""The monitoring HTTP endpoint: nats-server's ``/varz``, ``/jsz``, ``/connz``, ``/routez``,
+``/subsz``, ``/accountz`` and ``/healthz``, an index page at ``/``, and jetraft's own
+``/jetraftz`` (the stream replicas' Raft view) and ``/metrics`` (Prometheus).
 
-A deliberately tiny HTTP/1.0 responder on asyncio: GET only, JSON bodies, one request per
-connection. Monitoring must stay available while the node is busy, and must never change state.
+A deliberately tiny HTTP/1.0 responder on asyncio: GET only, one request per connection. Query
+options are decoded as nats-server's handlers decode them (Go's ``strconv`` rules), and a bad
+one gets nats-server's 400 and text. The documents are built in ``cluster/monitoring.py``
+(the node) and ``cluster/jsz.py`` (JetStream); ``/metrics`` in ``cluster/metrics.py``.
+Monitoring must stay available while the node is busy, and must never change state.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import parse_qsl, urlsplit
+
+from cluster.jsz import JszError, JszOptions, jetraftz, jsz
+from cluster.metrics import metrics_text
+from cluster.monitoring import (
+    CONN_STATES,
+    ConnzOptions,
+    CpuSampler,
+    MonitoredNode,
+    MonitorError,
+    RoutezOptions,
+    SubszOptions,
+    accountz,
+    connz,
+    routez,
+    subsz,
+    varz,
+)
 
 if TYPE_CHECKING:
     import ssl
@@ -19,6 +43,23 @@ REQUEST_TIMEOUT_S = 5.0  # a client that does not finish its request head by the
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
 _REASONS[431] = "Request Header Fields Too Large"
 _REASONS[503] = "Service Unavailable"
+JSON = "application/json"
+TEXT = "text/plain; charset=utf-8"
+HTML = "text/html; charset=utf-8"
+NOT_FOUND_TEXT = "404 page not found\n"  # Go's http.NotFound
+# (path, title) as nats-server's index page lists them, for the endpoints jetraft serves
+INDEX = (
+    ("/varz", "General"),
+    ("/jsz", "JetStream"),
+    ("/connz", "Connections"),
+    ("/accountz", "Accounts"),
+    ("/subsz", "Subscriptions"),
+    ("/routez", "Routes"),
+    ("/healthz", "Health Probe"),
+    ("/jetraftz", "Stream Replicas (jetraft)"),
+    ("/metrics", "Prometheus Metrics (jetraft)"),
+)
+Answer = tuple[int, str, bytes]  # status, content type, body
 
 
 class _BadRequest(Exception):
@@ -28,25 +69,97 @@ class _BadRequest(Exception):
         self.error = error
 
 
-class Monitored(Protocol):
+class Monitored(MonitoredNode, Protocol):
     """What the endpoints read from the node (``cluster/server.py``'s ``Server``)."""
 
     def healthy(self) -> tuple[bool, str]: ...
 
-    def varz(self) -> dict[str, Any]: ...
 
-    def jsz(self) -> dict[str, Any]: ...
+class Query:
+    """A request's query options, decoded as nats-server's monitor handlers decode them (the
+    first value of a key; Go's ``strconv`` rules and error texts)."""
+
+    def __init__(self, raw: str) -> None:
+        self._values: dict[str, str] = {}
+        for key, value in parse_qsl(raw, keep_blank_values=True):
+            self._values.setdefault(key, value)
+
+    def text(self, name: str) -> str:
+        return self._values.get(name, "")
+
+    def flag(self, name: str) -> bool:
+        raw = self.text(name)
+        if raw == "":
+            return False
+        if raw in ("1", "t", "T", "TRUE", "true", "True"):
+            return True
+        if raw in ("0", "f", "F", "FALSE", "false", "False"):
+            return False
+        raise MonitorError(
+            f"Error decoding boolean for '{name}': strconv.ParseBool: parsing {_go_quote(raw)}: "
+            "invalid syntax"
+        )
+
+    def number(self, name: str, *, unsigned: bool = False) -> int:
+        raw = self.text(name)
+        if raw == "":
+            return 0
+        digits = raw[1:] if raw[:1] in ("+", "-") and not unsigned else raw
+        if not digits.isascii() or not digits.isdigit():
+            kind, func = ("uint64", "ParseUint") if unsigned else ("int", "Atoi")
+            raise MonitorError(
+                f"Error decoding {kind} for '{name}': strconv.{func}: parsing "
+                f"{_go_quote(raw)}: invalid syntax"
+            )
+        return int(raw)
+
+    def subs(self) -> tuple[bool, bool]:
+        """``subs=detail`` or a boolean ``subs`` (nats-server ``decodeSubs``)."""
+        if self.text("subs").lower() == "detail":
+            return False, True
+        return self.flag("subs"), False
+
+
+def _go_quote(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _json(status: int, body: Any) -> Answer:
+    return status, JSON, json.dumps(body, indent=2).encode()
 
 
 class MonitorServer:
     def __init__(
-        self, server: Monitored, host: str, port: int, *, ssl_context: ssl.SSLContext | None = None
+        self,
+        server: Monitored,
+        host: str,
+        port: int,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        cpu: CpuSampler | None = None,
+        http_req_stats: dict[str, int] | None = None,
     ) -> None:
         self.server = server
         self.host = host
         self.port = port
         self._ssl = ssl_context  # https_port: the same endpoints over TLS
         self._srv: asyncio.Server | None = None
+        # shared by the http and https monitors of a node, as nats-server's one set
+        self.cpu = cpu or CpuSampler(server.counters.start_mono)
+        self.http_req_stats = http_req_stats if http_req_stats is not None else {}
+        self._endpoints: dict[str, Callable[[Query], Answer]] = {
+            "/": self._index,
+            "/varz": self._varz,
+            "/jsz": self._jsz,
+            "/connz": self._connz,
+            "/routez": self._routez,
+            "/subsz": self._subsz,
+            "/subscriptionsz": self._subsz,
+            "/accountz": self._accountz,
+            "/healthz": self._healthz,
+            "/jetraftz": self._jetraftz,
+            "/metrics": self._metrics,
+        }
 
     async def start(self) -> None:
         # the reader's limit bounds what one line may buffer before readuntil refuses it
@@ -66,30 +179,116 @@ class MonitorServer:
             self._srv.close()
             await self._srv.wait_closed()
 
-    def _route(self, path: str) -> tuple[int, Any]:
-        path = path.split("?", 1)[0].rstrip("/") or "/"
-        if path == "/healthz":
-            ok, why = self.server.healthy()
-            return (200, {"status": "ok"}) if ok else (503, {"status": "unavailable", "error": why})
-        if path == "/varz":
-            return 200, self.server.varz()
-        if path == "/jsz":
-            return 200, self.server.jsz()
-        if path == "/":
-            return 200, {"endpoints": ["/healthz", "/varz", "/jsz"]}
-        return 404, {"error": "not found"}
+    def _route(self, target: str) -> Answer:
+        parts = urlsplit(target)
+        path = parts.path.rstrip("/") or "/"
+        endpoint = self._endpoints.get(path)
+        if endpoint is None:
+            return 404, TEXT, NOT_FOUND_TEXT.encode()
+        self.http_req_stats[path] = self.http_req_stats.get(path, 0) + 1
+        try:
+            return endpoint(Query(parts.query))
+        except (MonitorError, JszError) as exc:
+            return 400, TEXT, str(exc).encode()
+
+    def _index(self, _q: Query) -> Answer:
+        links = "\n".join(
+            f'  <a href=".{path}">{title} <code>{path}</code></a><br/>' for path, title in INDEX
+        )
+        title = "<h3>jetraft: nats-server 2.15.1 monitoring endpoints</h3>"
+        page = f'<html lang="en">\n<body>\n  {title}\n{links}\n</body>\n</html>\n'
+        return 200, HTML, page.encode()
+
+    def _varz(self, _q: Query) -> Answer:
+        return _json(200, varz(self.server, self.cpu, self.http_req_stats))
+
+    def _jsz(self, q: Query) -> Answer:
+        # decoded in HandleJsz's order, so the first malformed option is the one named
+        flags = [q.flag(n) for n in ("accounts", "streams", "consumers", "direct-consumers")]
+        config = q.flag("config")
+        offset, limit = q.number("offset"), q.number("limit")
+        leader_only, raft = q.flag("leader-only"), q.flag("raft")
+        opts = JszOptions(
+            accounts=flags[0],
+            streams=flags[1],
+            consumers=flags[2],  # flags[3], direct consumers: jetraft has none
+            config=config,
+            raft=raft,
+            leader_only=leader_only,
+            stream_leader_only=q.flag("stream-leader-only"),
+            account=q.text("acc"),
+            offset=offset,
+            limit=limit,
+        )
+        server = self.server
+        return _json(200, jsz(server.jetstream, server.js_setup, opts))
+
+    def _connz(self, q: Query) -> Answer:
+        sort = q.text("sort")
+        auth = q.flag("auth")
+        subs, detail = q.subs()
+        offset, limit = q.number("offset"), q.number("limit")
+        cid = q.number("cid", unsigned=True)
+        state_text = q.text("state") or "open"
+        state = CONN_STATES.get(state_text.lower())
+        if state is None:
+            raise MonitorError(f"Error decoding state for {state_text}")
+        opts = ConnzOptions(
+            sort=sort,
+            auth=auth,
+            subs=subs,
+            subs_detail=detail,
+            offset=offset,
+            limit=limit,
+            cid=cid,
+            state=state,
+            user=q.text("user"),
+            account=q.text("acc"),
+            mqtt_client=q.text("mqtt_client"),
+        )
+        return _json(200, connz(self.server, opts))
+
+    def _routez(self, q: Query) -> Answer:
+        subs, detail = q.subs()
+        return _json(200, routez(self.server, RoutezOptions(subs=subs, subs_detail=detail)))
+
+    def _subsz(self, q: Query) -> Answer:
+        opts = SubszOptions(
+            subs=q.flag("subs"),
+            offset=q.number("offset"),
+            limit=q.number("limit"),
+            test=q.text("test"),
+            account=q.text("acc"),
+        )
+        return _json(200, subsz(self.server, opts))
+
+    def _accountz(self, q: Query) -> Answer:
+        return _json(200, accountz(self.server, q.text("acc")))
+
+    def _healthz(self, _q: Query) -> Answer:
+        ok, why = self.server.healthy()
+        if ok:
+            return _json(200, {"status": "ok"})
+        return _json(503, {"status": "unavailable", "status_code": 503, "error": why})
+
+    def _jetraftz(self, _q: Query) -> Answer:
+        return _json(200, jetraftz(self.server.jetstream, self.server.js_setup))
+
+    def _metrics(self, _q: Query) -> Answer:
+        content_type, body = metrics_text(self.server, self.cpu, self.http_req_stats)
+        return 200, content_type, body
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             try:
                 line = await asyncio.wait_for(_read_head(reader), REQUEST_TIMEOUT_S)
-                status, body = self._answer(line)
+                status, content_type, data = self._answer(line)
             except _BadRequest as bad:
-                status, body = bad.status, {"error": bad.error}
-            data = json.dumps(body, indent=2).encode()
+                status, content_type, data = _json(bad.status, {"error": bad.error})
             head = (
                 f"HTTP/1.0 {status} {_REASONS.get(status, 'Error')}\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+                f"Content-Type: {content_type}\r\nAccess-Control-Allow-Origin: *\r\n"
+                f"Content-Length: {len(data)}\r\n\r\n"
             )
             writer.write(head.encode() + data)
             await writer.drain()
@@ -98,12 +297,12 @@ class MonitorServer:
         finally:
             writer.close()
 
-    def _answer(self, line: bytes) -> tuple[int, Any]:
+    def _answer(self, line: bytes) -> Answer:
         parts = line.decode("latin-1").split()
         if len(parts) != 3 or not parts[2].startswith("HTTP/"):
             raise _BadRequest(400, "malformed request line")
         if parts[0] != "GET":
-            return 405, {"error": "method not allowed"}
+            return _json(405, {"error": "method not allowed"})
         return self._route(parts[1])
 
 

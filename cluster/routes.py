@@ -47,6 +47,7 @@ import logging
 import random
 import socket
 import ssl
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -82,6 +83,43 @@ def parse_route_url(url: str) -> tuple[str, int]:
     rest = rest.rsplit("@", 1)[-1].rstrip("/")
     host, _, port = rest.rpartition(":")
     return host.strip("[]"), int(port)
+
+
+# the frames that carry a message (a forwarded publish, a Raft message, a catch-up chunk): what a
+# route's in_msgs / out_msgs count; SUB, UNSUB and HELLO are protocol, as nats-server's RS+/RS-
+_MESSAGE_FRAMES = frozenset((FrameKind.MSG, FrameKind.RAFT, FrameKind.CATCHUP))
+
+
+class LinkStats:
+    """What monitoring (/routez, /varz) reads of one route connection. Bytes are the route
+    protocol's bytes on the wire (every frame); messages are the frames that carry one."""
+
+    __slots__ = (
+        "did_solicit",
+        "in_bytes",
+        "in_msgs",
+        "ip",
+        "last_ns",
+        "out_bytes",
+        "out_msgs",
+        "pending",
+        "port",
+        "remote_id",
+        "remote_name",
+        "rid",
+        "start_ns",
+    )
+
+    def __init__(self, rid: int, did_solicit: bool) -> None:
+        self.rid = rid
+        self.did_solicit = did_solicit
+        self.remote_name = ""
+        self.remote_id = ""
+        self.ip = ""
+        self.port = 0
+        self.start_ns = self.last_ns = time.time_ns()
+        self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
+        self.pending = 0  # filled in by RouteManager.link_stats
 
 
 def _same(link: _Link) -> _Link:
@@ -156,10 +194,15 @@ class _Link(asyncio.Protocol):
         self._lost = False
         self.hello = asyncio.get_running_loop().create_future()
         self.closed = asyncio.get_running_loop().create_future()
+        self.stats = LinkStats(mgr.next_rid(), dialed)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it
         self.transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.stats.ip, self.stats.port = str(peer[0]), int(peer[1])
+        self.stats.start_ns = self.stats.last_ns = time.time_ns()
         if self.dialed:
             self.send(FrameKind.HELLO, self.mgr.hello_body(self.url))
         else:
@@ -189,12 +232,21 @@ class _Link(asyncio.Protocol):
             return False
         if t.get_write_buffer_size() > ROUTE_PENDING_BYTES_MAX:
             log.warning("route to %s: peer not reading, dropping the connection", self.peer)
+            self.mgr.slow_consumers += 1
             t.abort()
             return False
-        t.write(encode_frame(kind, body))
+        frame = encode_frame(kind, body)
+        t.write(frame)
+        stats = self.stats
+        stats.out_bytes += len(frame)
+        if kind in _MESSAGE_FRAMES:
+            stats.out_msgs += 1
         return True
 
     def data_received(self, data: bytes) -> None:
+        stats = self.stats
+        stats.in_bytes += len(data)
+        stats.last_ns = time.time_ns()
         if self.peer is None and not self.dialed and data[:2] == TLS_HANDSHAKE_START:
             if self.mgr.tls is None and self.reader.buffered == 0:
                 log.warning(
@@ -228,6 +280,8 @@ class _Link(asyncio.Protocol):
         peer = self.peer
         if peer is None or self.dialed:
             raise FrameError(f"unexpected {kind.name} frame")
+        if kind in _MESSAGE_FRAMES:
+            self.stats.in_msgs += 1
         mgr = self.mgr
         if kind == FrameKind.RAFT:
             if type(body) is not list or len(body) != 2 or type(body[0]) is not str:
@@ -263,6 +317,9 @@ class _Link(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.abort()
             return
+        remote_id = body.get("id")
+        self.stats.remote_id = remote_id if type(remote_id) is str else ""
+        self.stats.remote_name = name
         if body.get("cluster") != self.mgr.cluster_name:
             log.error(
                 "route: peer %s is in cluster %r, not %r; closing",
@@ -332,7 +389,11 @@ class RouteManager:
         auth: RouteAuthConfig | None = None,
         tls: TLSConfig | None = None,
         raft: RaftInbound | None = None,
+        server_id: str = "",
     ) -> None:
+        self.server_id = server_id  # told to peers in the HELLO (their /routez remote_id)
+        self._rids = 0
+        self.slow_consumers = 0  # links dropped because the peer stopped reading
         self.auth = auth or RouteAuthConfig()
         # given here, not set later: no RAFT frame or link event can arrive before it is known
         self.raft = raft
@@ -371,6 +432,8 @@ class RouteManager:
             "name": self.name,
             "cluster": self.cluster_name,
         }
+        if self.server_id:
+            body["id"] = self.server_id
         if url:  # dialing: present the URL's credentials, else this node's own (nats-server)
             user, password = route_url_credentials(url)
             if user:
@@ -395,6 +458,21 @@ class RouteManager:
         user_ok = same(hello.get("user"), auth.user)
         pass_ok = same(hello.get("pass"), auth.password)
         return user_ok and pass_ok
+
+    def next_rid(self) -> int:
+        self._rids += 1
+        return self._rids
+
+    def link_stats(self) -> list[LinkStats]:
+        """Every route connection up (dialed, then accepted, each by peer name), with its
+        unsent bytes: what /routez lists."""
+        out: list[LinkStats] = []
+        for links in (self._out, self._in):
+            for _peer, link in sorted(links.items()):
+                t = link.transport
+                link.stats.pending = t.get_write_buffer_size() if t is not None else 0
+                out.append(link.stats)
+        return out
 
     def is_configured_peer(self, name: str) -> bool:
         """Only nodes behind this node's configured route URLs may join: their names are the
@@ -674,6 +752,7 @@ class RouteManager:
             t = link.transport
             if t is not None and not t.is_closing():
                 t.write(frame)
+                link.stats.out_bytes += len(frame)
 
 
 def _wire_excluded(exclude: Excluded | None) -> list[str] | None:

@@ -16,8 +16,7 @@ import secrets
 import signal
 import ssl
 import string
-import sys
-import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,10 +30,13 @@ from cluster.client_conn import (
     WRITE_DEADLINE_S,
     ClientConnection,
 )
+from cluster.identity import GIT_COMMIT, GO_VERSION, PROTO, VERSION
 from cluster.jetstream import JetStream
+from cluster.jsz import JetStreamSetup
 from cluster.local_streams import LocalStreams
 from cluster.meta_streams import MetaStreams
 from cluster.monitor import MonitorServer
+from cluster.monitoring import CpuSampler, NodeCounters
 from cluster.raft import RaftDriver
 from cluster.router import Router
 from cluster.routes import RouteManager
@@ -43,14 +45,10 @@ from engine.batch import BatchLimits
 from protocol.auth_config import ClientAuthConfig
 from protocol.parser import MAX_CONTROL_LINE_BYTES_DEFAULT
 from protocol.stream_config import SERVER_API_LEVEL
-from protocol.timefmt import format_rfc3339nano
 
 log = logging.getLogger("jetraft.server")
 
-VERSION = "2.15.1"  # the nats-server version whose behaviour jetraft reproduces
-JETRAFT_VERSION = "0.1.0"
 MAX_PAYLOAD_BYTES = 1024 * 1024
-PROTO = 1
 SHUTDOWN_DRAIN_S = 5.0
 MAX_CONNECTIONS_DEFAULT = 64 * 1024  # nats-server DEFAULT_MAX_CONNECTIONS
 MAX_PENDING_BYTES_DEFAULT = 64 * 1024 * 1024  # nats-server MAX_PENDING_SIZE
@@ -135,6 +133,7 @@ class Server:
                 auth=opts.route_auth,
                 tls=opts.route_tls,
                 raft=raft,
+                server_id=self.server_id,
             )
             authority = MetaStreams(
                 self.router,
@@ -160,7 +159,11 @@ class Server:
         self._next_cid = 0
         self._stopped = asyncio.Event()
         self.port = opts.port
-        self.slow_consumers = 0
+        # what monitoring reports that outlives a connection (cluster/monitoring.py)
+        self.counters = NodeCounters()
+        self._cpu = CpuSampler(self.counters.start_mono)
+        self.http_req_stats: dict[str, int] = {}  # requests per monitoring endpoint
+        self.js_setup = JetStreamSetup(self.server_id, self.name, opts.store_dir, opts.batch_limits)
         # built in start(), so a certificate that cannot be loaded stops the server there
         self._client_tls: ssl.SSLContext | None = None
         self.https_monitor: MonitorServer | None = None
@@ -171,8 +174,8 @@ class Server:
             "server_name": self.name,
             "version": VERSION,
             "proto": PROTO,
-            "git_commit": f"jetraft-{JETRAFT_VERSION}",
-            "go": f"python{sys.version_info.major}.{sys.version_info.minor}",
+            "git_commit": GIT_COMMIT,
+            "go": GO_VERSION,
             "host": self.opts.host,
             "port": self.port,
             "headers": True,
@@ -200,10 +203,11 @@ class Server:
             pings_outstanding_max=opts.ping_max,
             max_pending=opts.max_pending,
             max_control_line=opts.max_control_line,
-            on_slow_consumer=self._count_slow_consumer,
+            on_slow_consumer=self.counters.count_slow_consumer,
             write_deadline_s=opts.write_deadline_s,
             tls=self._client_tls,
             tls_timeout_s=opts.tls.timeout_s if opts.tls is not None else 0.0,
+            on_stale_connection=self.counters.count_stale_connection,
         )
         if opts.client_auth.enabled:
             conn.require_auth(opts.client_auth)
@@ -212,8 +216,22 @@ class Server:
             conn.refuse_at_connect(ERR_MAX_CONNECTIONS)
             return conn
         self._conns[cid] = conn
-        conn.on_close.append(lambda c: self._conns.pop(c.cid, None))
+        self.counters.total_connections += 1
+        conn.on_close.append(self._connection_closed)
         return conn
+
+    def _connection_closed(self, conn: ClientConnection) -> None:
+        if self._conns.pop(conn.cid, None) is not None:
+            self.counters.connection_closed(conn)
+
+    # --- what monitoring reads (cluster/monitoring.py MonitoredNode) -----------------------
+    @property
+    def connections(self) -> Mapping[int, ClientConnection]:
+        return self._conns
+
+    @property
+    def https_port(self) -> int:
+        return self.https_monitor.port if self.https_monitor is not None else 0
 
     async def start(self) -> None:
         tls = self.opts.tls
@@ -242,7 +260,11 @@ class Server:
         self.port = self._listener.sockets[0].getsockname()[1]
         if self.opts.http_port:  # -1: any free port
             self.monitor = MonitorServer(
-                self, self.opts.http_host or self.opts.host, max(self.opts.http_port, 0)
+                self,
+                self.opts.http_host or self.opts.host,
+                max(self.opts.http_port, 0),
+                cpu=self._cpu,
+                http_req_stats=self.http_req_stats,
             )
             await self.monitor.start()
             log.info(
@@ -257,15 +279,14 @@ class Server:
                 self.opts.http_host or self.opts.host,
                 self.opts.https_port,
                 ssl_context=server_ssl_context(self.opts.tls, verify_clients=False),
+                cpu=self._cpu,
+                http_req_stats=self.http_req_stats,
             )
             await self.https_monitor.start()
         log.info("Listening for client connections on %s:%d", self.opts.host, self.port)
         if self.opts.tls is not None:
             log.info("TLS required for client connections")
         log.info("Server is ready (name=%s, store_dir=%s)", self.name, self.opts.store_dir)
-
-    def _count_slow_consumer(self) -> None:
-        self.slow_consumers += 1
 
     def request_stop(self) -> None:
         self._stopped.set()
@@ -296,70 +317,6 @@ class Server:
         if self.opts.pid_file is not None:
             self.opts.pid_file.unlink(missing_ok=True)
         log.info("Server exiting")
-
-    def varz(self) -> dict[str, Any]:
-        return {
-            "server_id": self.server_id,
-            "server_name": self.name,
-            "version": VERSION,
-            "jetraft_version": JETRAFT_VERSION,
-            "proto": PROTO,
-            "host": self.opts.host,
-            "port": self.port,
-            "max_payload": self.opts.max_payload,
-            "connections": len(self._conns),
-            "max_connections": self.opts.max_connections,
-            "max_pending": self.opts.max_pending,
-            "max_control_line": self.opts.max_control_line,
-            "write_deadline": round(self.opts.write_deadline_s * 1e9),  # ns, as nats-server
-            "tls_required": self.opts.tls is not None,
-            "https_port": self.https_monitor.port if self.https_monitor is not None else 0,
-            "slow_consumers": self.slow_consumers,
-            "in_msgs": self.router.in_msgs,
-            "out_msgs": self.router.out_msgs,
-            "subscriptions": self.router.sublist.count(),
-            "pid": os.getpid(),
-            **self._cluster_varz(),
-        }
-
-    def _cluster_varz(self) -> dict[str, Any]:
-        if self.routes is None:
-            return {}
-        return {
-            "cluster": {
-                "name": self.opts.cluster_name,
-                "addr": self.opts.cluster_host,
-                "cluster_port": self.routes.port,
-                "urls": self.opts.routes,
-                "connected": self.routes.connected_peers(),
-            }
-        }
-
-    def jsz(self) -> dict[str, Any]:
-        if self.jetstream is None:
-            return self._jsz_disabled()
-        return self.jetstream.jsz()
-
-    def _jsz_disabled(self) -> dict[str, Any]:
-        """nats-server's /jsz without JetStream (probed): zeros, ``disabled`` and API level 0."""
-        return {
-            "memory": 0,
-            "storage": 0,
-            "reserved_memory": 0,
-            "reserved_storage": 0,
-            "accounts": 0,
-            "ha_assets": 0,
-            "api": {"level": 0, "total": 0, "errors": 0},
-            "server_id": self.server_id,
-            "now": format_rfc3339nano(time.time_ns()),
-            "disabled": True,
-            "config": {"max_memory": 0, "max_storage": 0},
-            "streams": 0,
-            "consumers": 0,
-            "messages": 0,
-            "bytes": 0,
-            "total": 0,
-        }
 
     def healthy(self) -> tuple[bool, str]:
         """Ready for clients, asked at every /healthz: a single server at once (unless a stream

@@ -652,12 +652,13 @@ class ClusterDB:
         return len(replicas) == len(self._nodes) - 1 and all(r.get("current") for r in replicas)
 
     # --- monitoring --------------------------------------------------------------------------
-    async def jsz(self, name: str) -> dict[str, Any] | None:
-        """The node's ``GET /jsz`` JSON, or None when it is down, paused or does not answer."""
+    async def jetraftz(self, name: str) -> dict[str, Any] | None:
+        """The jetraft node's ``GET /jetraftz`` JSON (its stream replicas' Raft view), or None
+        when it is down, paused or does not answer."""
         node = self._nodes[name]
         if not node.running or node.paused:
             return None
-        reply = await http_get(node.http_port, "/jsz")
+        reply = await http_get(node.http_port, "/jetraftz")
         if reply is None or reply[0] != 200:
             return None
         try:
@@ -669,16 +670,16 @@ class ClusterDB:
     async def stream_leader(self, stream: str) -> str | None:
         """The node currently leading ``stream``'s group, or None if no leader is known.
 
-        jetraft: among live nodes' ``/jsz`` entries claiming leadership, the one with the highest
-        term (a partitioned old leader may still claim it). nats-server: the ``cluster.leader`` of
-        STREAM.INFO named by most of the live nodes that answer."""
+        jetraft: among live nodes' ``/jetraftz`` entries claiming leadership, the one with the
+        highest term (a partitioned old leader may still claim it). nats-server: the
+        ``cluster.leader`` of STREAM.INFO named by most of the live nodes that answer."""
         live = [name for name in self.names if self.alive(name) and not self.paused(name)]
         if self.system == "jetraft":
             best: tuple[int, str] | None = None
-            for name, jsz in zip(
-                live, await asyncio.gather(*(self.jsz(n) for n in live)), strict=True
+            for name, view in zip(
+                live, await asyncio.gather(*(self.jetraftz(n) for n in live)), strict=True
             ):
-                for entry in (jsz or {}).get("streams", []):
+                for entry in (view or {}).get("streams", []):
                     if (
                         isinstance(entry, dict)
                         and entry.get("name") == stream

@@ -188,10 +188,10 @@ async def _converged(db: ClusterDB, streams: tuple[str, ...]) -> bool:
             continue
         seen = set()
         for name in db.names:
-            jsz = await db.jsz(name)
-            if jsz is None:
+            view = await db.jetraftz(name)
+            if view is None:
                 return False
-            for s in jsz.get("streams", []):
+            for s in view.get("streams", []):
                 if s.get("name") == stream:
                     seen.add((s.get("applied_index"), s.get("digest")))
         if len(seen) != 1:

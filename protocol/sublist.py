@@ -15,6 +15,7 @@ not mutate them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from itertools import islice
 from typing import Generic, TypeVar
 
@@ -82,6 +83,12 @@ class _Subs(Generic[T]):
                 found.extend(members.values())
 
 
+def _members(subs: _Subs[T]) -> Iterator[T]:
+    yield from subs.plain.values()
+    for members in subs.queues.values():
+        yield from members.values()
+
+
 class _Node(Generic[T]):
     __slots__ = ("next", "subs")
 
@@ -139,13 +146,17 @@ def _collect(
 class Sublist(Generic[T]):
     """Subscriptions by subject (and queue group), with a per-subject match cache."""
 
-    __slots__ = ("_cache", "_count", "_literal", "_root")
+    __slots__ = ("_cache", "_count", "_inserts", "_literal", "_removes", "_root")
 
     def __init__(self) -> None:
         self._literal: dict[str, _Subs[T]] = {}
         self._root: _Level[T] = _Level()
         self._cache: dict[str, MatchResult[T]] = {}
         self._count = 0
+        # nats-server's num_inserts / num_removes (monitoring); matches are not counted, which
+        # would cost every publish
+        self._inserts = 0
+        self._removes = 0
 
     def count(self) -> int:
         return self._count
@@ -163,6 +174,7 @@ class Sublist(Generic[T]):
             self._cache.clear()
         if subs.add(queue, sub):
             self._count += 1
+            self._inserts += 1
 
     def remove(self, subject: str, queue: str | None, sub: T) -> bool:
         """Remove ``sub`` (matched by identity); False if it was not there."""
@@ -179,6 +191,7 @@ class Sublist(Generic[T]):
                 return False
             self._cache.clear()
         self._count -= 1
+        self._removes += 1
         return True
 
     def match(self, subject: str) -> MatchResult[T]:
@@ -216,6 +229,33 @@ class Sublist(Generic[T]):
         """How many match results are cached (nats-server ``CacheCount``). For monitoring and
         tests: the cache stays within ``MATCH_CACHE_ENTRIES_MAX`` however many subjects churn."""
         return len(self._cache)
+
+    def changes(self) -> tuple[int, int]:
+        """(inserts, removes) since the sublist was made (nats-server ``num_inserts``,
+        ``num_removes``)."""
+        return self._inserts, self._removes
+
+    def fanout(self) -> tuple[int, float]:
+        """(max, average) fanout over the cached match results, counting each plain subscriber
+        and each queue group once, as nats-server's ``SublistStats`` does (0, 0.0 when the cache
+        is empty). For monitoring: it walks the cache."""
+        sizes = [len(r.plain) + len(r.queues) for r in self._cache.values()]
+        if not sizes:
+            return 0, 0.0
+        return max(sizes), sum(sizes) / len(sizes)
+
+    def subscribers(self) -> Iterator[T]:
+        """Every subscriber, literal subjects first, then the wildcard trie. For monitoring."""
+        for subs in self._literal.values():
+            yield from _members(subs)
+        levels = [self._root]
+        while levels:
+            level = levels.pop()
+            for node in (*level.nodes.values(), level.pwc, level.fwc):
+                if node is not None:
+                    yield from _members(node.subs)
+                    if node.next is not None:
+                        levels.append(node.next)
 
     def wildcard_nodes(self) -> int:
         """How many trie nodes the wildcard subscriptions occupy. For tests and memory

@@ -163,16 +163,17 @@ class JetraftCluster:
         return self
 
     def meshed(self) -> bool:
-        """Every running node has its route up to every other running one (``/varz``
-        ``cluster.connected``)."""
+        """Every running node has its route up to every other running one (``/routez``: the
+        routes it dialed)."""
         running = [node for node in self.nodes if node.running]
         for node in running:
             try:
-                status, varz = http_get_json(node.http_port, "/varz")
+                status, routez = http_get_json(node.http_port, "/routez")
             except OSError:
                 return False
-            connected = (varz or {}).get("cluster", {}).get("connected", [])
-            if status != HTTP_OK or len(connected) < len(running) - 1:
+            routes = (routez or {}).get("routes", [])
+            dialed = {r.get("remote_name") for r in routes if r.get("did_solicit")}
+            if status != HTTP_OK or len(dialed) < len(running) - 1:
                 return False
         return True
 
@@ -215,22 +216,24 @@ class JetraftCluster:
             return False
         return status == HTTP_OK
 
-    def jsz(self, i: int) -> dict[str, Any] | None:
-        """Node ``i``'s ``GET /jsz``, or None if the node is down or does not answer."""
+    def jetraftz(self, i: int) -> dict[str, Any] | None:
+        """Node ``i``'s ``GET /jetraftz`` (its stream replicas' Raft view), or None if the node
+        is down or does not answer."""
         if not self.nodes[i].running:
             return None
         try:
-            status, body = http_get_json(self.nodes[i].http_port, "/jsz")
+            status, body = http_get_json(self.nodes[i].http_port, "/jetraftz")
         except (OSError, ValueError):
             return None
         return body if status == HTTP_OK and isinstance(body, dict) else None
 
-    def stream_jsz(self, i: int, stream: str) -> dict[str, Any] | None:
-        """Stream ``stream``'s entry in node ``i``'s /jsz (None: node down or not a replica)."""
-        jsz = self.jsz(i)
-        if jsz is None:
+    def stream_view(self, i: int, stream: str) -> dict[str, Any] | None:
+        """Stream ``stream``'s entry in node ``i``'s /jetraftz (None: node down or not a
+        replica)."""
+        view = self.jetraftz(i)
+        if view is None:
             return None
-        for entry in jsz.get("streams", []):
+        for entry in view.get("streams", []):
             if isinstance(entry, dict) and entry.get("name") == stream:
                 return entry
         return None

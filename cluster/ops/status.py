@@ -1,6 +1,6 @@
 """``jetraft cluster status``: what each node of a local cluster reports, as a table or JSON.
 
-Owns: reading every running node's /healthz, /varz and /jsz, and formatting liveness, health,
+Owns: reading every running node's /healthz, /varz and /jetraftz, and formatting liveness, health,
 connections, the meta leader and each stream's replicas, lag and digest per node.
 Must never: report numbers from whatever answers on a node's ports when that node's pid file
 does not name a live node process (another program may have the port now), or change anything.
@@ -52,7 +52,8 @@ def _stream_row(stream: dict[str, Any]) -> dict[str, Any]:
 
 
 def node_status(record: NodeRecord) -> dict[str, Any]:
-    """What one node reports: liveness by pid file, /healthz, /varz connections and /jsz."""
+    """What one node reports: liveness by pid file, /healthz, /varz connections and /jetraftz
+    (the meta group and the stream replicas as the node sees them)."""
     plan = record.plan
     pid = running_pid(record)
     row: dict[str, Any] = {
@@ -74,12 +75,12 @@ def node_status(record: NodeRecord) -> dict[str, Any]:
     row["healthy"] = row["healthz"] == HTTP_OK
     varz = _as_dict(http_get_json(f"{plan.monitor_url}/varz")[1])
     row["connections"] = varz.get("connections")
-    jsz = _as_dict(http_get_json(f"{plan.monitor_url}/jsz")[1])
-    meta = _as_dict(jsz.get("cluster"))
+    view = _as_dict(http_get_json(f"{plan.monitor_url}/jetraftz")[1])
+    meta = _as_dict(view.get("cluster"))
     row["meta_leader"] = meta.get("meta_leader")
     peers = meta.get("peers")
     row["peers"] = [str(p) for p in peers] if isinstance(peers, list) else []
-    streams = jsz.get("streams")
+    streams = view.get("streams")
     if isinstance(streams, list):
         row["streams"] = [_stream_row(s) for s in streams if isinstance(s, dict)]
     return row

@@ -1,4 +1,4 @@
-"""What the replicas of a stream in a process-level cluster say about it (their /jsz entries):
+"""What the replicas of a stream in a process-level cluster say about it (their /jetraftz entries):
 who leads, and whether they hold the same state. Shared by the cluster suites."""
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ LEADER_SETTLE_S = 0.5
 def replica_views(
     cluster: JetraftCluster, stream: str, nodes: Sequence[int] | None = None
 ) -> list[dict[str, Any]] | None:
-    """The stream's /jsz entry on each of ``nodes`` (all by default); None if one is missing."""
+    """The stream's /jetraftz entry on each of ``nodes`` (all by default); None if one is
+    missing."""
     views = []
     for i in range(len(cluster.nodes)) if nodes is None else nodes:
-        view = cluster.stream_jsz(i, stream)
+        view = cluster.stream_view(i, stream)
         if view is None:
             return None
         views.append(view)
@@ -35,7 +36,7 @@ def converged(
     **expect: int,
 ) -> list[dict[str, Any]] | None:
     """Every replica at the same applied index with the same digest and state, and that state
-    matching ``expect`` (keys of /jsz ``state``); else None."""
+    matching ``expect`` (keys of /jetraftz ``state``); else None."""
     views = replica_views(cluster, stream, nodes)
     if views is None:
         return None
@@ -67,12 +68,12 @@ async def settled_leader(cluster: JetraftCluster, stream: str, timeout_s: float)
     """Wait for a settled leader: every replica agrees on it, and on the term, for
     ``LEADER_SETTLE_S`` in a row. A new stream's first leader may hand over to the placement's
     preferred peer right after the election; a test that routes around the leader must not pick
-    the one about to step down. On timeout, fails with every node's /jsz and log tail."""
+    the one about to step down. On timeout, fails with every node's /jetraftz and log tail."""
     seen: list[Any] = [None, 0.0]  # (leader, term) last polled, and since when
 
     def poll() -> tuple[int] | None:
         index = leader_index(cluster, stream)
-        view = None if index is None else cluster.stream_jsz(index, stream)
+        view = None if index is None else cluster.stream_view(index, stream)
         key = None if view is None else (index, view["term"])
         now = time.monotonic()
         if key != seen[0]:
@@ -85,6 +86,6 @@ async def settled_leader(cluster: JetraftCluster, stream: str, timeout_s: float)
     try:
         (index,) = await cluster.await_for(poll, timeout_s, "a settled stream leader")
     except TimeoutError as exc:
-        jsz = {node.name: cluster.jsz(i) for i, node in enumerate(cluster.nodes)}
-        pytest.fail(f"{exc}\n/jsz: {json.dumps(jsz)}\n{cluster.log_tails()}")
+        views = {node.name: cluster.jetraftz(i) for i, node in enumerate(cluster.nodes)}
+        pytest.fail(f"{exc}\n/jetraftz: {json.dumps(views)}\n{cluster.log_tails()}")
     return index

@@ -1,4 +1,4 @@
-"""A real 3-node jetraft cluster used by nats-py 2.16 clients, checked through /jsz (issue 4).
+"""A real 3-node jetraft cluster used by nats-py 2.16 clients, checked through /jetraftz (issue 4).
 
 Each client connects to one node only, so every check also crosses the routes. What is checked:
 publishes from every node land on one contiguous sequence and every replica reaches the same
@@ -112,8 +112,8 @@ async def _until(cluster: JetraftCluster, cond: Any, timeout_s: float, what: str
     try:
         return await cluster.await_for(cond, timeout_s, what)
     except TimeoutError as exc:
-        jsz = {node.name: cluster.jsz(i) for i, node in enumerate(cluster.nodes)}
-        pytest.fail(f"{exc}\n/jsz: {json.dumps(jsz)}\n{cluster.log_tails()}")
+        views = {node.name: cluster.jetraftz(i) for i, node in enumerate(cluster.nodes)}
+        pytest.fail(f"{exc}\n/jetraftz: {json.dumps(views)}\n{cluster.log_tails()}")
 
 
 def _serving_direct(cluster: JetraftCluster, stream: str) -> dict[str, int] | None:
@@ -243,7 +243,7 @@ async def test_killed_leader_is_replaced_without_losing_acked_publishes_and_catc
         deadline = time.monotonic() + FAILOVER_TIMEOUT_S
         for k in range(PRE_KILL_MSGS):
             acked[k] = await _publish_retrying(js, subject, k, deadline)
-        old_view = cluster.stream_jsz(old, stream)
+        old_view = cluster.stream_view(old, stream)
         assert old_view is not None and old_view["is_leader"], old_view
         cluster.kill(old)
         killed_at = time.monotonic()
@@ -260,7 +260,7 @@ async def test_killed_leader_is_replaced_without_losing_acked_publishes_and_catc
             else:
                 after_new += 1
         assert new is not None and new != old
-        new_view = cluster.stream_jsz(new, stream)
+        new_view = cluster.stream_view(new, stream)
         assert new_view is not None and new_view["term"] > old_view["term"], new_view
         print(f"failover: new leader {cluster.names[new]} seen after {failover_s:.2f}s")
 
@@ -436,12 +436,12 @@ async def test_stream_api_answers_from_a_follower(jetraft_cluster: JetraftCluste
             assert info["state"]["messages"] == 1
             cinfo = info["cluster"]
             assert cinfo["name"] == cluster.name
-            jsz_leader = cluster.stream_jsz(leader, stream)
-            jsz_follower = cluster.stream_jsz(follower, stream)
-            assert jsz_leader is not None and jsz_follower is not None
-            assert jsz_leader["is_leader"] and not jsz_follower["is_leader"]
-            assert cinfo["raft_group"] == jsz_leader["raft_group"]
-            assert cinfo["leader"] == jsz_leader["leader"] == cluster.names[leader]
+            view_leader = cluster.stream_view(leader, stream)
+            view_follower = cluster.stream_view(follower, stream)
+            assert view_leader is not None and view_follower is not None
+            assert view_leader["is_leader"] and not view_follower["is_leader"]
+            assert cinfo["raft_group"] == view_leader["raft_group"]
+            assert cinfo["leader"] == view_leader["leader"] == cluster.names[leader]
             others = sorted(n for n in cluster.names if n != cluster.names[leader])
             assert sorted(r["name"] for r in cinfo["replicas"]) == others
 
@@ -452,7 +452,7 @@ async def test_stream_api_answers_from_a_follower(jetraft_cluster: JetraftCluste
             )
             assert too_many["error"]["err_code"] == CLUSTER_NO_PEERS, too_many
             assert all(
-                "APIFIVE" not in [s["name"] for s in (cluster.jsz(i) or {}).get("streams", [])]
+                "APIFIVE" not in [s["name"] for s in (cluster.jetraftz(i) or {}).get("streams", [])]
                 for i in range(len(cluster.nodes))
             )
 
@@ -461,12 +461,12 @@ async def test_stream_api_answers_from_a_follower(jetraft_cluster: JetraftCluste
             await _until(
                 cluster,
                 lambda: all(
-                    (jsz := cluster.jsz(i)) is not None
-                    and stream not in [s["name"] for s in jsz["streams"]]
+                    (view := cluster.jetraftz(i)) is not None
+                    and stream not in [s["name"] for s in view["streams"]]
                     for i in range(len(cluster.nodes))
                 ),
                 CONVERGE_TIMEOUT_S,
-                "the stream gone from every node's /jsz",
+                "the stream gone from every node's /jetraftz",
             )
             gone = await _api(nc, f"STREAM.INFO.{stream}")
             assert gone["error"]["err_code"] == STREAM_NOT_FOUND, gone

@@ -52,10 +52,10 @@ async def _api(nc: NATS, subject: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _views(cluster: JetraftCluster, stream: str) -> dict[int, dict[str, Any]]:
-    """The stream's /jsz entry on every running node that hosts a replica of it."""
+    """The stream's /jetraftz entry on every running node that hosts a replica of it."""
     out = {}
     for i in range(len(cluster.nodes)):
-        view = cluster.stream_jsz(i, stream)
+        view = cluster.stream_view(i, stream)
         if view is not None:
             out[i] = view
     return out

@@ -415,8 +415,8 @@ def test_libfaketime_skews_wall_clock_but_not_monotonic(tmp_path: Path) -> None:
 async def _stream_last_seqs(db: ClusterDB) -> dict[str, int | None]:
     seqs: dict[str, int | None] = {}
     for name in db.names:
-        jsz = await db.jsz(name)
-        entry = next((s for s in (jsz or {}).get("streams", []) if s["name"] == STREAM), None)
+        view = await db.jetraftz(name)
+        entry = next((s for s in (view or {}).get("streams", []) if s["name"] == STREAM), None)
         seqs[name] = None if entry is None else int(entry["state"]["last_seq"])
     return seqs
 
@@ -475,7 +475,7 @@ async def test_jetraft_cluster_under_faults(tmp_path: Path) -> None:
         # kill -9 a node: it is gone, and after a restart it catches up
         victim = others[1]
         db.kill(victim)
-        assert not db.alive(victim) and await db.jsz(victim) is None
+        assert not db.alive(victim) and await db.jetraftz(victim) is None
         seq = await _publish_ok(db.client_url(others[0]), b'{"id": "k1"}')
         await db.restart(victim)
         assert db.alive(victim)

@@ -155,3 +155,21 @@ def test_match_equals_brute_force(program: list[tuple[str, str, str | None, int,
             live = [e for e in live if not (e[0] == filter_ and e[1] == queue and e[2] is sub)]
         assert _norm(sl.match(subject)) == _brute(live, subject)
         assert sl.count() == len(live)
+
+
+def test_monitoring_views_list_every_subscriber_and_count_changes() -> None:
+    """What /subsz reads: every subscriber (literal and wildcard), inserts and removes, and the
+    fanout of the cached results (a queue group counts once)."""
+    sl: Sublist[FakeSub] = Sublist()
+    a, b, c, d = FakeSub("a"), FakeSub("b"), FakeSub("c"), FakeSub("d")
+    sl.insert("foo.bar", None, a)
+    sl.insert("foo.*", "q", b)
+    sl.insert("foo.*", "q", c)
+    sl.insert("baz.>", None, d)
+    assert sl.fanout() == (0, 0.0)  # nothing matched yet: an empty cache
+    sl.match("foo.bar")  # a + the queue group q
+    sl.match("baz.x")  # d
+    assert sl.fanout() == (2, 1.5)
+    sl.remove("baz.>", None, d)
+    assert sl.changes() == (4, 1)
+    assert sorted(s.name for s in sl.subscribers()) == ["a", "b", "c"]
