@@ -33,8 +33,17 @@ class StreamAuthority(Protocol):
 
     def health(self) -> str | None:
         """Why this node should not take clients now (``/healthz`` answers 503 with it), or
-        None: in a cluster, no meta leader or no majority in reach, or a hosted stream that is
-        catching up with its leader; anywhere, a stream that went offline."""
+        None: the meta layer's problem (``meta_health``), else the first hosted stream's
+        (``stream_health``)."""
+        ...
+
+    def meta_health(self) -> str | None:
+        """In a cluster: no meta leader, or no majority in reach; a single server: None."""
+        ...
+
+    def stream_health(self, name: str) -> str | None:
+        """The hosted stream ``name`` went offline or (in a cluster) is catching up with its
+        leader; None when it is well (or not hosted here)."""
         ...
 
     async def close(self) -> None: ...

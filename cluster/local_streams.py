@@ -187,6 +187,13 @@ class LocalStreams:
     def health(self) -> str | None:
         return offline_stream(self._hosts)
 
+    def meta_health(self) -> str | None:
+        return None
+
+    def stream_health(self, name: str) -> str | None:
+        host = self._hosts.get(name)
+        return offline_stream({name: host}) if host is not None else None
+
     def step_down(self, name: str) -> None:
         raise ApiError(E.CLUSTER_REQUIRED)
 

@@ -513,6 +513,19 @@ class MetaStreams:
         )
 
     def health(self) -> str | None:
+        why = self.meta_health()
+        if why is not None:
+            return why
+        offline = offline_stream(self.replicas)
+        if offline is not None:
+            return offline
+        for name in sorted(self.replicas):
+            why = self.stream_health(name)
+            if why is not None:
+                return why
+        return None
+
+    def meta_health(self) -> str | None:
         meta = self.meta
         no_leader = "JetStream has not established contact with a meta leader"
         if meta is None or meta.leader_id is None:
@@ -528,15 +541,19 @@ class MetaStreams:
         leader = meta.leader_id
         if leader != self.server_name and not self.routes.connected(leader):
             return no_leader
-        offline = offline_stream(self.replicas)
-        if offline is not None:
-            return offline
-        for name, host in sorted(self.replicas.items()):
-            group = host.log.group
-            # a stream whose group has no leader (its replicas lack a majority) is unavailable,
-            # which no restart of this node can help: it does not hold this node back
-            if group.leader_id is not None and (not host.caught_up or group.paused):
-                return f"JetStream stream '{name}' is not current"
+        return None
+
+    def stream_health(self, name: str) -> str | None:
+        host = self.replicas.get(name)
+        if host is None:
+            return None
+        if host.offline:
+            return f"JetStream stream '{name}' is offline"
+        group = host.log.group
+        # a stream whose group has no leader (its replicas lack a majority) is unavailable,
+        # which no restart of this node can help: it does not hold this node back
+        if group.leader_id is not None and (not host.caught_up or group.paused):
+            return f"JetStream stream '$G > {name}' is not current"
         return None
 
     def step_down(self, name: str) -> None:

@@ -23,12 +23,15 @@ from cluster.monitoring import (
     CONN_STATES,
     ConnzOptions,
     CpuSampler,
+    HealthCheck,
     MonitoredNode,
     MonitorError,
     RoutezOptions,
     SubszOptions,
     accountz,
     connz,
+    health_problem,
+    healthz,
     routez,
     subsz,
     varz,
@@ -71,8 +74,6 @@ class _BadRequest(Exception):
 
 class Monitored(MonitoredNode, Protocol):
     """What the endpoints read from the node (``cluster/server.py``'s ``Server``)."""
-
-    def healthy(self) -> tuple[bool, str]: ...
 
 
 class Query:
@@ -265,11 +266,19 @@ class MonitorServer:
     def _accountz(self, q: Query) -> Answer:
         return _json(200, accountz(self.server, q.text("acc")))
 
-    def _healthz(self, _q: Query) -> Answer:
-        ok, why = self.server.healthy()
-        if ok:
-            return _json(200, {"status": "ok"})
-        return _json(503, {"status": "unavailable", "status_code": 503, "error": why})
+    def _healthz(self, q: Query) -> Answer:
+        # every flag is decoded first, as nats-server does: a bad value is its 400
+        js_enabled = q.flag("js-enabled")  # deprecated by nats-server for js-enabled-only
+        check = HealthCheck(
+            js_enabled_only=q.flag("js-enabled-only") or js_enabled,
+            js_server_only=q.flag("js-server-only"),
+            js_meta_only=q.flag("js-meta-only"),
+            account=q.text("account"),
+            stream=q.text("stream"),
+            consumer=q.text("consumer"),
+        )
+        details = q.flag("details")
+        return _json(*healthz(health_problem(self.server, check), details))
 
     def _jetraftz(self, _q: Query) -> Answer:
         return _json(200, jetraftz(self.server.jetstream, self.server.js_setup))

@@ -668,3 +668,105 @@ def accountz(node: MonitoredNode, account: str) -> dict[str, Any]:
         "sublist_stats": sublist_stats(node.router),
     }
     return out
+
+
+# --- /healthz --------------------------------------------------------------------------------
+
+GLOBAL_ACCOUNT = "$G"
+HTTP_BAD_REQUEST = 400
+HTTP_NOT_FOUND = 404
+HTTP_UNAVAILABLE = 503
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """``/healthz``'s options (nats-server ``HealthzOptions``)."""
+
+    js_enabled_only: bool = False  # also the deprecated js-enabled
+    js_server_only: bool = False
+    js_meta_only: bool = False
+    account: str = ""
+    stream: str = ""
+    consumer: str = ""
+
+
+@dataclass(frozen=True)
+class HealthProblem:
+    """One reason for a non-200 ``/healthz`` (nats-server ``HealthzError``)."""
+
+    code: int
+    status: str  # "unavailable", or "error" for a bad request
+    kind: str  # CONNECTION, BAD_REQUEST, JETSTREAM, ACCOUNT, STREAM, CONSUMER
+    error: str
+    account: str = ""
+    stream: str = ""
+    consumer: str = ""
+
+
+def health_problem(node: MonitoredNode, check: HealthCheck) -> HealthProblem | None:
+    """What nats-server's ``healthz`` would report for this node, in its order: the options'
+    own errors, then (unless only the server is asked about) JetStream's meta layer, then the
+    account, stream and consumer asked about, or every hosted stream."""
+    if check.stream and not check.account:
+        error = '"account" must not be empty when checking stream health'
+        return HealthProblem(HTTP_BAD_REQUEST, "error", "BAD_REQUEST", error)
+    if check.consumer and not check.stream:
+        error = '"stream" must not be empty when checking consumer health'
+        return HealthProblem(HTTP_BAD_REQUEST, "error", "BAD_REQUEST", error)
+    js = node.jetstream
+    if check.js_server_only or js is None or check.js_enabled_only:
+        return None
+    authority = js.authority
+
+    def unavailable(kind: str, error: str, **names: str) -> HealthProblem:
+        return HealthProblem(HTTP_UNAVAILABLE, "unavailable", kind, error, **names)
+
+    def not_found(kind: str, error: str, **names: str) -> HealthProblem:
+        return HealthProblem(HTTP_NOT_FOUND, "unavailable", kind, error, **names)
+
+    meta = authority.meta_health()
+    if meta is None and not authority.ready.is_set():
+        meta = "JetStream has not established contact with a meta leader"
+    if meta is not None:
+        return unavailable("JETSTREAM", meta)
+    if check.js_meta_only:
+        return None
+    if check.account and check.account != GLOBAL_ACCOUNT:
+        return not_found(
+            "ACCOUNT", f'JetStream account "{check.account}" not found', account=check.account
+        )
+    if not check.stream:
+        why = authority.health()
+        return None if why is None else unavailable("STREAM", why, account=GLOBAL_ACCOUNT)
+    names = {"account": check.account, "stream": check.stream}
+    host = authority.hosts.get(check.stream)
+    if host is None:
+        error = f'JetStream stream "{check.stream}" not found on account "{check.account}"'
+        return not_found("STREAM", error, **names)
+    why = authority.stream_health(check.stream)
+    if why is not None:
+        return unavailable("STREAM", why, **names)
+    if check.consumer and check.consumer not in host.consumers.names():
+        error = (
+            f'JetStream consumer "{check.consumer}" not found for stream "{check.stream}" '
+            f'on account "{check.account}"'
+        )
+        return not_found("CONSUMER", error, consumer=check.consumer, **names)
+    return None
+
+
+def healthz(problem: HealthProblem | None, details: bool) -> tuple[int, dict[str, Any]]:
+    """The status and document: ``{"status":"ok"}``, or the problem as ``error`` (or, with
+    ``details``, an ``errors`` list with its type and names)."""
+    if problem is None:
+        return 200, {"status": "ok"}
+    # nats-server names the code in the body only for an unhealthy node (503)
+    code = {"status_code": problem.code} if problem.code == HTTP_UNAVAILABLE else {}
+    if not details:
+        return problem.code, {"status": problem.status, **code, "error": problem.error}
+    item: dict[str, Any] = {"type": problem.kind}
+    for key in ("account", "stream", "consumer"):
+        if getattr(problem, key):
+            item[key] = getattr(problem, key)
+    item["error"] = problem.error
+    return problem.code, {"status": "error", **code, "errors": [item]}

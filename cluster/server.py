@@ -317,16 +317,3 @@ class Server:
         if self.opts.pid_file is not None:
             self.opts.pid_file.unlink(missing_ok=True)
         log.info("Server exiting")
-
-    def healthy(self) -> tuple[bool, str]:
-        """Ready for clients, asked at every /healthz: a single server at once (unless a stream
-        went offline); a cluster node while it reaches a meta leader and a majority and the
-        streams it hosts are current. Not a flag set once: a node that loses its majority turns
-        unhealthy, and healthy again once healed. Without JetStream: ok, as nats-server says."""
-        if self.jetstream is None:
-            return True, ""
-        authority = self.jetstream.authority
-        if not authority.ready.is_set():
-            return False, "JetStream has not joined the cluster (no meta leader)"
-        why = authority.health()
-        return (why is None), why or ""

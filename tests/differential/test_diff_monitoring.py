@@ -317,6 +317,53 @@ def test_malformed_options_get_nats_server_s_status_and_text(
         assert fetch(candidate.http_port, form) == fetch(oracle.http_port, form), form
 
 
+HEALTHZ_FORMS = [
+    "/healthz",
+    "/healthz?js-enabled-only=true",
+    "/healthz?js-enabled=true",
+    "/healthz?js-server-only=true",
+    "/healthz?js-meta-only=true",
+    "/healthz?details=true",
+    "/healthz?stream=H",
+    "/healthz?stream=H&details=true",
+    "/healthz?account=$G&consumer=C",
+    "/healthz?account=$G&stream=H",
+    "/healthz?account=$G&stream=NOPE",
+    "/healthz?account=$G&stream=NOPE&details=true",
+    "/healthz?account=other",
+    "/healthz?account=other&details=true",
+    "/healthz?account=$G&stream=H&consumer=C",
+    "/healthz?account=$G&stream=H&consumer=NOPE",
+    "/healthz?account=$G&stream=H&consumer=NOPE&details=true",
+    "/healthz?details=maybe",
+    "/healthz?js-server-only=2",
+]
+
+
+async def test_healthz_options_answer_as_nats_server(
+    servers: tuple[ServerProc, ServerProc],
+) -> None:
+    """Status and body, exactly, for each option form (a stream H with a consumer C)."""
+    for proc in servers:
+        nc = await nats.connect(proc.url)
+        try:
+            js = nc.jetstream(timeout=5)
+            await js.add_stream(name="H", subjects=["h.>"])
+            await js.add_consumer("H", durable_name="C")
+        finally:
+            await nc.close()
+    oracle, candidate = servers
+    for form in HEALTHZ_FORMS:
+        want = await asyncio.to_thread(fetch, oracle.http_port, form)
+        got = await asyncio.to_thread(fetch, candidate.http_port, form)
+        status, body = want
+        assert got[0] == status, (form, want, got)
+        if status == 400 and not body.lstrip().startswith("{"):
+            assert got[1] == body, form
+        else:
+            assert json.loads(got[1]) == json.loads(body), (form, want, got)
+
+
 def test_the_index_page_links_the_endpoints(servers: tuple[ServerProc, ServerProc]) -> None:
     _oracle, candidate = servers
     status, page = fetch(candidate.http_port, "/")
