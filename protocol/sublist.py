@@ -143,10 +143,28 @@ def _collect(
         pwc.subs.add_to(plain, queues)
 
 
+def _bounded(cache: dict[str, MatchResult[T]]) -> dict[str, MatchResult[T]]:
+    """``cache``, or its newer half once it is full (dropping half at once: deleting the first
+    key one at a time makes every next(iter(dict)) walk the deleted slots in front of it)."""
+    if len(cache) < MATCH_CACHE_ENTRIES_MAX:
+        return cache
+    return dict(islice(cache.items(), len(cache) // 2, None))
+
+
 class Sublist(Generic[T]):
     """Subscriptions by subject (and queue group), with a per-subject match cache."""
 
-    __slots__ = ("_cache", "_count", "_inserts", "_literal", "_removes", "_root")
+    __slots__ = (
+        "_cache",
+        "_count",
+        "_inserts",
+        "_literal",
+        "_literal_prefixes",
+        "_prefix_cache",
+        "_removes",
+        "_root",
+        "_wild_literal_last",
+    )
 
     def __init__(self) -> None:
         self._literal: dict[str, _Subs[T]] = {}
@@ -157,6 +175,14 @@ class Sublist(Generic[T]):
         # would cost every publish
         self._inserts = 0
         self._removes = 0
+        # The prefix cache: one result shared by every subject that differs from another only
+        # in its last token. Sound while no subscription can tell two last tokens apart: no
+        # literal subscription under that prefix (counted per prefix) and no wildcard pattern
+        # ending in a literal token (counted). Reply subjects (``_INBOX.<id>.<n>``, each used
+        # once) then cost a dict lookup instead of a trie walk, and do not churn ``_cache``.
+        self._prefix_cache: dict[str, MatchResult[T]] = {}
+        self._literal_prefixes: dict[str, int] = {}
+        self._wild_literal_last = 0
 
     def count(self) -> int:
         return self._count
@@ -164,7 +190,8 @@ class Sublist(Generic[T]):
     def insert(self, subject: str, queue: str | None, sub: T) -> None:
         """Add ``sub``; raises ValueError for a subject nats-server's sublist rejects."""
         tokens = _check_subject(subject)
-        if _PWC not in tokens and _FWC not in tokens:
+        literal = _PWC not in tokens and _FWC not in tokens
+        if literal:
             subs = self._literal.get(subject)
             if subs is None:
                 subs = self._literal[subject] = _Subs()
@@ -175,6 +202,12 @@ class Sublist(Generic[T]):
         if subs.add(queue, sub):
             self._count += 1
             self._inserts += 1
+            self._prefix_cache.clear()
+            if literal:
+                prefix = subject.rpartition(".")[0]
+                self._literal_prefixes[prefix] = self._literal_prefixes.get(prefix, 0) + 1
+            elif tokens[-1] not in (_PWC, _FWC):
+                self._wild_literal_last += 1
 
     def remove(self, subject: str, queue: str | None, sub: T) -> bool:
         """Remove ``sub`` (matched by identity); False if it was not there."""
@@ -186,10 +219,19 @@ class Sublist(Generic[T]):
             if subs.empty():
                 del self._literal[subject]
             self._cache.pop(subject, None)
+            prefix = subject.rpartition(".")[0]
+            left = self._literal_prefixes[prefix] - 1
+            if left:
+                self._literal_prefixes[prefix] = left
+            else:
+                del self._literal_prefixes[prefix]
         else:
             if not self._trie_remove(tokens, queue, sub):
                 return False
             self._cache.clear()
+            if tokens[-1] not in (_PWC, _FWC):
+                self._wild_literal_last -= 1
+        self._prefix_cache.clear()
         self._count -= 1
         self._removes += 1
         return True
@@ -199,6 +241,23 @@ class Sublist(Generic[T]):
         cached = self._cache.get(subject)
         if cached is not None:
             return cached
+        dot = subject.rfind(".")
+        if 0 < dot < len(subject) - 1 and not self._wild_literal_last:
+            prefix = subject[:dot]
+            if prefix not in self._literal_prefixes:
+                shared = self._prefix_cache.get(prefix)
+                if shared is None:
+                    shared = self._walk(subject)
+                    self._prefix_cache = _bounded(self._prefix_cache)
+                    self._prefix_cache[prefix] = shared
+                return shared
+        result = self._walk(subject)
+        self._cache = _bounded(self._cache)
+        self._cache[subject] = result
+        return result
+
+    def _walk(self, subject: str) -> MatchResult[T]:
+        """Everything ``subject`` reaches, looked up in the literal dict and the trie."""
         plain: list[T] = []
         queues: dict[str, list[T]] = {}
         if subject and subject[0] != "." and subject[-1] != "." and ".." not in subject:
@@ -210,15 +269,7 @@ class Sublist(Generic[T]):
             literal = self._literal.get(subject)
             if literal is not None:
                 literal.add_to(plain, queues)
-        result = MatchResult(plain, queues)
-        cache = self._cache
-        if len(cache) >= MATCH_CACHE_ENTRIES_MAX:
-            # drop the older half at once: deleting the first key one at a time makes every
-            # next(iter(dict)) walk the deleted slots in front of it (unique reply subjects
-            # churn this cache on every request)
-            cache = self._cache = dict(islice(cache.items(), len(cache) // 2, None))
-        cache[subject] = result
-        return result
+        return MatchResult(plain, queues)
 
     def has_interest(self, subject: str) -> bool:
         return bool(self.match(subject))
@@ -227,8 +278,9 @@ class Sublist(Generic[T]):
 
     def cache_count(self) -> int:
         """How many match results are cached (nats-server ``CacheCount``). For monitoring and
-        tests: the cache stays within ``MATCH_CACHE_ENTRIES_MAX`` however many subjects churn."""
-        return len(self._cache)
+        tests: each of the two caches stays within ``MATCH_CACHE_ENTRIES_MAX`` however many
+        subjects churn."""
+        return len(self._cache) + len(self._prefix_cache)
 
     def changes(self) -> tuple[int, int]:
         """(inserts, removes) since the sublist was made (nats-server ``num_inserts``,
@@ -239,7 +291,8 @@ class Sublist(Generic[T]):
         """(max, average) fanout over the cached match results, counting each plain subscriber
         and each queue group once, as nats-server's ``SublistStats`` does (0, 0.0 when the cache
         is empty). For monitoring: it walks the cache."""
-        sizes = [len(r.plain) + len(r.queues) for r in self._cache.values()]
+        results = (*self._cache.values(), *self._prefix_cache.values())
+        sizes = [len(r.plain) + len(r.queues) for r in results]
         if not sizes:
             return 0, 0.0
         return max(sizes), sum(sizes) / len(sizes)

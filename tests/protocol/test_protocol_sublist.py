@@ -173,3 +173,46 @@ def test_monitoring_views_list_every_subscriber_and_count_changes() -> None:
     sl.remove("baz.>", None, d)
     assert sl.changes() == (4, 1)
     assert sorted(s.name for s in sl.subscribers()) == ["a", "b", "c"]
+
+
+def test_subjects_that_differ_in_the_last_token_share_a_result_only_while_sound() -> None:
+    """The prefix cache: ``_INBOX.c.1`` and ``_INBOX.c.2`` reach the same subscribers until a
+    subscription could tell them apart (a literal one under the prefix, or a wildcard pattern
+    ending in a literal token); every later match must see it."""
+    sl: Sublist[FakeSub] = Sublist()
+    inbox, api = FakeSub("inbox"), FakeSub("api")
+    sl.insert("_INBOX.c.*", None, inbox)
+    sl.insert("$JS.API.>", None, api)
+    assert [s.name for s in sl.match("_INBOX.c.1").plain] == ["inbox"]
+    assert sl.match("_INBOX.c.2") is sl.match("_INBOX.c.3")  # one shared result
+    exact = FakeSub("exact")
+    sl.insert("_INBOX.c.7", None, exact)
+    assert [s.name for s in sl.match("_INBOX.c.7").plain] == ["inbox", "exact"]
+    assert [s.name for s in sl.match("_INBOX.c.8").plain] == ["inbox"]
+    sl.remove("_INBOX.c.7", None, exact)
+    assert [s.name for s in sl.match("_INBOX.c.7").plain] == ["inbox"]
+    tail = FakeSub("tail")
+    sl.insert("_INBOX.*.9", "q", tail)
+    assert sl.match("_INBOX.c.9").queues == {"q": [tail]}
+    assert not sl.match("_INBOX.c.1").queues
+    sl.remove("_INBOX.*.9", "q", tail)
+    assert not sl.match("_INBOX.c.9").queues
+    assert not sl.match("_INBOX.c.").plain  # an empty last token matches nothing
+
+
+@given(
+    st.lists(st.sampled_from(["a.*", "a.b", "a.c", "*.b", "a.>", ">", "a.*.c", "b.*"]), max_size=8),
+    st.lists(st.sampled_from(["a.b", "a.c", "a.d", "b.b", "a.b.c", "a.x.c"]), max_size=12),
+)
+def test_shared_results_equal_a_fresh_index(filters: list[str], subjects: list[str]) -> None:
+    """Matching subjects in any order (so results are shared and cached as they come) gives
+    what a fresh index with the same subscriptions gives for each subject alone."""
+    sl: Sublist[FakeSub] = Sublist()
+    subs = [(f, FakeSub(f"{i}")) for i, f in enumerate(filters)]
+    for filter_, sub in subs:
+        sl.insert(filter_, None, sub)
+    for subject in subjects:
+        fresh: Sublist[FakeSub] = Sublist()
+        for filter_, sub in subs:
+            fresh.insert(filter_, None, sub)
+        assert sl.match(subject).plain == fresh.match(subject).plain, subject
