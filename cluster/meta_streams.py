@@ -590,6 +590,11 @@ class MetaStreams:
             "meta_leader": self.meta_leader,
             "peers": self.peers,
             "connected": self.routes.connected_peers(),
+            # every stream the meta group assigned and its replicas' nodes, so a tool can name
+            # a stream none of whose replicas is up (no node then reports it)
+            "assignments": {
+                name: list(sa.peers) for name, sa in sorted(self.state.assignments.items())
+            },
         }
 
     def raft_view(self, host: AnyStreamHost) -> dict[str, Any]:

@@ -78,6 +78,12 @@ def node_status(record: NodeRecord) -> dict[str, Any]:
     view = _as_dict(http_get_json(f"{plan.monitor_url}/jetraftz")[1])
     meta = _as_dict(view.get("cluster"))
     row["meta_leader"] = meta.get("meta_leader")
+    assignments = _as_dict(meta.get("assignments"))
+    row["assignments"] = {
+        str(name): [str(p) for p in peers]
+        for name, peers in assignments.items()
+        if isinstance(peers, list)
+    }
     peers = meta.get("peers")
     row["peers"] = [str(p) for p in peers] if isinstance(peers, list) else []
     streams = view.get("streams")
@@ -88,13 +94,51 @@ def node_status(record: NodeRecord) -> dict[str, Any]:
 
 def cluster_status(info: ClusterInfo) -> dict[str, Any]:
     nodes = [node_status(rec) for rec in info.nodes]
+    unavailable = unavailable_streams(nodes)
     return {
         "cluster_name": info.name,
         "dir": str(info.directory),
         "client_urls": info.client_urls,
         "healthy": bool(nodes) and all(n["healthy"] for n in nodes),
         "nodes": nodes,
+        "unavailable_streams": unavailable,
+        "problems": problems(info, nodes, unavailable),
     }
+
+
+def unavailable_streams(nodes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Streams the meta group assigned that no running node reports (all their replicas are
+    down), with the nodes their replicas live on."""
+    assigned: dict[str, list[str]] = {}
+    for node in nodes:
+        assigned.update(node.get("assignments") or {})
+    reported = {s["name"] for node in nodes for s in node["streams"]}
+    return [
+        {"name": name, "replicas": peers}
+        for name, peers in sorted(assigned.items())
+        if name not in reported
+    ]
+
+
+def problems(
+    info: ClusterInfo, nodes: Sequence[dict[str, Any]], unavailable: Sequence[dict[str, Any]]
+) -> list[str]:
+    """Why the cluster is not healthy, one line each (``status`` exits 1 while there is one)."""
+    out = []
+    for record, node in zip(info.nodes, nodes, strict=True):
+        if not node["alive"]:
+            out.append(
+                f"{node['name']} is not running (start it: jetraft cluster start {node['name']} "
+                f"--dir {info.directory})"
+            )
+        elif not node["healthy"]:
+            out.append(f"{node['name']}: /healthz {health_reason(record.plan)}")
+    for stream in unavailable:
+        out.append(
+            f"stream {stream['name']} is unavailable: none of its replicas "
+            f"({', '.join(stream['replicas'])}) is running"
+        )
+    return out
 
 
 def _cell(value: Any) -> str:
@@ -174,4 +218,7 @@ def format_status(status: dict[str, Any]) -> str:
             format_table(headers, sorted(stream_rows, key=lambda r: (str(r[0]), str(r[1])))),
         ]
     out += ["", f"client URLs: {status['client_urls']}"]
+    found = status.get("problems") or []
+    if found:
+        out += ["", "not healthy:", *(f"  {line}" for line in found)]
     return "\n".join(out)

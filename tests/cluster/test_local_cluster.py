@@ -41,7 +41,7 @@ from cluster.ops.plan import (
     write_cluster_file,
 )
 from cluster.ops.process import HOST, PROJECT_ROOT, pid_alive
-from cluster.ops.status import format_status
+from cluster.ops.status import format_status, unavailable_streams
 
 BASE_SEARCH_RANGE = (20000, 40000)
 BASE_SEARCH_ATTEMPTS = 200
@@ -236,6 +236,29 @@ def test_status_table_tolerates_missing_keys() -> None:
     assert "jetraft-1,jetraft-2" in text
 
 
+def test_a_stream_whose_replicas_are_all_down_is_named_unavailable() -> None:
+    up = {
+        "name": "jetraft-1",
+        "assignments": {"ORDERS": ["jetraft-1", "jetraft-2"], "R1": ["jetraft-3"]},
+        "streams": [{"name": "ORDERS"}],
+    }
+    down = {"name": "jetraft-3", "assignments": {}, "streams": []}
+    assert unavailable_streams([up, down]) == [{"name": "R1", "replicas": ["jetraft-3"]}]
+    text = format_status(
+        {
+            "cluster_name": "c",
+            "dir": "/d",
+            "client_urls": "nats://x:1",
+            "nodes": [],
+            "problems": ["stream R1 is unavailable: none of its replicas (jetraft-3) is running"],
+        }
+    )
+    assert text.splitlines()[-2:] == [
+        "not healthy:",
+        "  stream R1 is unavailable: none of its replicas (jetraft-3) is running",
+    ]
+
+
 # --- safety: ports, pids ------------------------------------------------------------------------
 
 
@@ -360,8 +383,9 @@ def test_up_status_down_three_nodes(cluster_dir: Path, capsys: pytest.CaptureFix
     assert "jetraft-2 stopped" in capsys.readouterr().out
     assert not pid_alive(pids[1])
     assert _cli("status", "--dir", str(cluster_dir), "--json") != 0
-    alive = [n["alive"] for n in json.loads(capsys.readouterr().out)["nodes"]]
-    assert alive == [True, False, True]
+    status = json.loads(capsys.readouterr().out)
+    assert [n["alive"] for n in status["nodes"]] == [True, False, True]
+    assert status["problems"][0].startswith("jetraft-2 is not running")
     assert _cli("stop", "jetraft-2", "--dir", str(cluster_dir)) == 0
     assert "is not running" in capsys.readouterr().out
     assert _cli("start", "jetraft-2", "--dir", str(cluster_dir)) == 0
