@@ -29,6 +29,7 @@ UNLIMITED_RESERVATION = 2**64 - 1
 UNLIMITED = -1  # jetraft sets no server-wide memory or storage limit (nats-server: bytes)
 JSZ_LIMIT_DEFAULT = 1024
 NOT_LEADER = "filtered response: not leader"  # nats-server's leader-only refusal (400)
+META_GROUP_NAME = "_meta_"  # how a meta follower's statsz names the group (nats-server's name)
 
 
 class JszError(ValueError):
@@ -155,6 +156,24 @@ def varz_jetstream(js: JetStream | None, setup: JetStreamSetup) -> dict[str, Any
     out: dict[str, Any] = {"config": config(setup), "stats": server_stats(js)}
     meta = js.authority.meta_cluster()
     if meta is not None:
+        out["meta"] = meta
+    out["limits"] = limits(setup)
+    return out
+
+
+def statsz_jetstream(js: JetStream | None, setup: JetStreamSetup) -> dict[str, Any] | None:
+    """The ``jetstream`` object of a server's statsz (``$SYS.REQ.SERVER.PING``): /varz's
+    without the store directory, and the meta group in full on its leader only; a follower
+    names the group as nats-server's followers do and leaves the replicas out."""
+    if js is None:
+        return None
+    cfg = {k: v for k, v in config(setup).items() if k != "store_dir"}
+    out: dict[str, Any] = {"config": cfg, "stats": server_stats(js)}
+    meta = js.authority.meta_cluster()
+    if meta is not None:
+        if meta.get("leader") != setup.server_name:
+            meta = {k: v for k, v in meta.items() if k != "replicas"}
+            meta["name"] = META_GROUP_NAME
         out["meta"] = meta
     out["limits"] = limits(setup)
     return out

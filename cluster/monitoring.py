@@ -1,6 +1,8 @@
 """The node's monitoring documents in nats-server's shapes: ``/varz``, ``/connz``, ``/routez``,
-``/subsz`` and ``/accountz`` (monitor.go ``Varz``, ``Connz``, ``Routez``, ``Subsz``,
-``Accountz``), with nats-server 2.15.1's keys, key order and JSON types, probed from the binary.
+``/subsz``, ``/accountz`` and ``/healthz`` (monitor.go ``Varz``, ``Connz``, ``Routez``,
+``Subsz``, ``Accountz``, ``HealthStatus``), and the statsz, gatewayz and leafz documents only the
+system requests serve (``cluster/sys_requests.py``), with nats-server 2.15.1's keys, key order
+and JSON types, probed from the binary.
 
 Every number is one jetraft really has: the process's CPU and resident memory from
 ``resource`` and ``/proc/self/statm``, the connections' and routes' own counters, the
@@ -26,13 +28,13 @@ from typing import Any, Protocol
 from cluster.client_conn import TLS_TIMEOUT_S, ClientConnection
 from cluster.identity import GIT_COMMIT, GO_VERSION, JETRAFT_VERSION, PROTO, VERSION
 from cluster.jetstream import JetStream
-from cluster.jsz import ACCOUNT, JetStreamSetup, varz_jetstream
+from cluster.jsz import ACCOUNT, JetStreamSetup, statsz_jetstream, varz_jetstream
 from cluster.router import Router, Subscription
 from cluster.routes import LinkStats, RouteManager, parse_route_url
 from cluster.security_config import RouteAuthConfig, TLSConfig
 from engine.batch import BatchLimits
 from protocol.auth_config import ClientAuthConfig
-from protocol.subjects import is_valid_literal_subject, subject_matches
+from protocol.subjects import is_valid_literal_subject, subject_matches, subjects_overlap
 from protocol.timefmt import format_rfc3339nano
 
 NS_PER_S = 1_000_000_000
@@ -288,48 +290,88 @@ def varz(node: MonitoredNode, cpu: CpuSampler, http_req_stats: Mapping[str, int]
     out["mem"] = resident_bytes()
     out["cores"] = cores()
     out["cpu"] = go_float(cpu.percent())
-    conns = list(node.connections.values())
-    routes = node.routes.link_stats() if node.routes is not None else []
-    out["connections"] = len(conns)
+    t = _totals(node)
+    out["connections"] = t.connections
     out["total_connections"] = counters.total_connections
-    out["routes"] = len(routes)
-    out["remotes"] = len({r.remote_name for r in routes})
+    out["routes"] = len(t.routes)
+    out["remotes"] = len({r.remote_name for r in t.routes})
     out["leafnodes"] = 0
-    c_in_msgs = counters.closed_in_msgs + sum(c.stats.in_msgs for c in conns)
-    c_in_bytes = counters.closed_in_bytes + sum(c.stats.in_bytes for c in conns)
-    c_out_msgs = counters.closed_out_msgs + sum(c.stats.out_msgs for c in conns)
-    c_out_bytes = counters.closed_out_bytes + sum(c.stats.out_bytes for c in conns)
-    out["in_msgs"] = c_in_msgs + sum(r.in_msgs for r in routes)
-    out["in_bytes"] = c_in_bytes + sum(r.in_bytes for r in routes)
-    out["in_client_msgs"] = c_in_msgs
-    out["in_client_bytes"] = c_in_bytes
-    out["out_msgs"] = c_out_msgs + sum(r.out_msgs for r in routes)
-    out["out_bytes"] = c_out_bytes + sum(r.out_bytes for r in routes)
-    out["out_client_msgs"] = c_out_msgs
-    out["out_client_bytes"] = c_out_bytes
-    route_slow = node.routes.slow_consumers if node.routes is not None else 0
-    out["slow_consumers"] = counters.slow_consumers + route_slow
+    out["in_msgs"] = t.in_msgs
+    out["in_bytes"] = t.in_bytes
+    out["in_client_msgs"] = t.client_in_msgs
+    out["in_client_bytes"] = t.client_in_bytes
+    out["out_msgs"] = t.out_msgs
+    out["out_bytes"] = t.out_bytes
+    out["out_client_msgs"] = t.client_out_msgs
+    out["out_client_bytes"] = t.client_out_bytes
+    out["slow_consumers"] = counters.slow_consumers + t.route_slow_consumers
     out["stale_connections"] = counters.stale_connections
     out["stalled_clients"] = 0  # jetraft never stalls a publisher: it cuts the slow reader off
     out["subscriptions"] = node.router.sublist.count()
     out["http_req_stats"] = dict(http_req_stats)
     out["config_load_time"] = _time(counters.start_ns)  # no reload: loaded at start
     out["config_digest"] = ""
-    out["slow_consumer_stats"] = {
-        "clients": counters.slow_consumers,
-        "routes": route_slow,
-        "gateways": 0,
-        "leafs": 0,
-    }
-    out["stale_connection_stats"] = {
-        "clients": counters.stale_connections,
-        "routes": 0,
-        "gateways": 0,
-        "leafs": 0,
-    }
+    out["slow_consumer_stats"] = _slow_consumer_stats(node, t)
+    out["stale_connection_stats"] = _stale_connection_stats(node)
     out["jetraft_version"] = JETRAFT_VERSION
     out["pid"] = os.getpid()
     return out
+
+
+@dataclass(frozen=True)
+class _Totals:
+    """The node's traffic now: its clients' (open and closed) and, in all, its routes' too."""
+
+    connections: int
+    routes: list[LinkStats]
+    client_in_msgs: int
+    client_in_bytes: int
+    client_out_msgs: int
+    client_out_bytes: int
+    route_slow_consumers: int
+
+    @property
+    def in_msgs(self) -> int:
+        return self.client_in_msgs + sum(r.in_msgs for r in self.routes)
+
+    @property
+    def in_bytes(self) -> int:
+        return self.client_in_bytes + sum(r.in_bytes for r in self.routes)
+
+    @property
+    def out_msgs(self) -> int:
+        return self.client_out_msgs + sum(r.out_msgs for r in self.routes)
+
+    @property
+    def out_bytes(self) -> int:
+        return self.client_out_bytes + sum(r.out_bytes for r in self.routes)
+
+
+def _totals(node: MonitoredNode) -> _Totals:
+    counters = node.counters
+    conns = list(node.connections.values())
+    return _Totals(
+        connections=len(conns),
+        routes=node.routes.link_stats() if node.routes is not None else [],
+        client_in_msgs=counters.closed_in_msgs + sum(c.stats.in_msgs for c in conns),
+        client_in_bytes=counters.closed_in_bytes + sum(c.stats.in_bytes for c in conns),
+        client_out_msgs=counters.closed_out_msgs + sum(c.stats.out_msgs for c in conns),
+        client_out_bytes=counters.closed_out_bytes + sum(c.stats.out_bytes for c in conns),
+        route_slow_consumers=node.routes.slow_consumers if node.routes is not None else 0,
+    )
+
+
+def _slow_consumer_stats(node: MonitoredNode, t: _Totals) -> dict[str, int]:
+    return {
+        "clients": node.counters.slow_consumers,
+        "routes": t.route_slow_consumers,
+        "gateways": 0,
+        "leafs": 0,
+    }
+
+
+def _stale_connection_stats(node: MonitoredNode) -> dict[str, int]:
+    return {"clients": node.counters.stale_connections, "routes": 0, "gateways": 0, "leafs": 0}
 
 
 def _cluster_varz(node: MonitoredNode) -> dict[str, Any]:
@@ -371,6 +413,9 @@ class ConnzOptions:
     user: str = ""
     account: str = ""
     mqtt_client: str = ""
+    # open connections with a subscription that collides with it (the system request's option;
+    # with ``account`` only)
+    filter_subject: str = ""
 
 
 def _sub_detail(sub: Subscription, *, account: bool = False) -> dict[str, Any]:
@@ -479,6 +524,9 @@ def connz(node: MonitoredNode, opts: ConnzOptions) -> dict[str, Any]:
     limit = opts.limit if opts.limit > 0 else CONN_LIST_DEFAULT
     if opts.cid > 0:
         limit = 1
+    subject_filter = opts.filter_subject if opts.filter_subject != ">" else ""
+    if subject_filter and not opts.account:
+        raise MonitorError("filter by subject only valid with account filtering")
     now = time.time_ns()
     out: dict[str, Any] = {"server_id": "", "now": _time(now)}
     if opts.account and opts.account != ACCOUNT:
@@ -495,6 +543,10 @@ def connz(node: MonitoredNode, opts: ConnzOptions) -> dict[str, Any]:
             if opts.cid and conn.cid != opts.cid:
                 continue
             if (opts.user and conn.stats.user != opts.user) or opts.mqtt_client:
+                continue
+            if subject_filter and not any(
+                subjects_overlap(subject_filter, sub.subject) for sub in conn.subs.values()
+            ):
                 continue
             subs = [_sub_detail(s) for s in conn.subs.values()]
             st = conn.stats
@@ -668,6 +720,69 @@ def accountz(node: MonitoredNode, account: str) -> dict[str, Any]:
         "sublist_stats": sublist_stats(node.router),
     }
     return out
+
+
+# --- the system requests' own documents ---------------------------------------------------------
+def statsz(node: MonitoredNode, cpu: CpuSampler) -> dict[str, Any]:
+    """nats-server's ``ServerStats`` (what ``$SYS.REQ.SERVER.PING`` answers), in its key order,
+    from the counters /varz reads; the optional keys only when nats-server writes them."""
+    counters = node.counters
+    t = _totals(node)
+    out: dict[str, Any] = {
+        "start": _time(counters.start_ns),
+        "mem": resident_bytes(),
+        "cores": cores(),
+        "cpu": go_float(cpu.percent()),
+        "connections": t.connections,
+        "total_connections": counters.total_connections,
+        # accounts with a client: the one account always holds the server's own subscriptions
+        "active_accounts": 1,
+        "subscriptions": node.router.sublist.count(),
+        "sent": _msg_bytes(t.out_msgs, t.out_bytes),
+        "sent_to_clients": _msg_bytes(t.client_out_msgs, t.client_out_bytes),
+        "received": _msg_bytes(t.in_msgs, t.in_bytes),
+        "received_from_clients": _msg_bytes(t.client_in_msgs, t.client_in_bytes),
+        "slow_consumers": counters.slow_consumers + t.route_slow_consumers,
+    }
+    if counters.slow_consumers or t.route_slow_consumers:
+        out["slow_consumer_stats"] = _slow_consumer_stats(node, t)
+    if counters.stale_connections:
+        out["stale_connections"] = counters.stale_connections
+        out["stale_connection_stats"] = _stale_connection_stats(node)
+    if t.routes:
+        out["routes"] = [
+            {
+                "rid": r.rid,
+                "name": r.remote_name,
+                "sent": _msg_bytes(r.out_msgs, r.out_bytes),
+                "received": _msg_bytes(r.in_msgs, r.in_bytes),
+                "pending": r.pending,
+            }
+            for r in t.routes
+        ]
+    # this server and the peers it reaches (nats-server: the servers it hears statsz from)
+    peers = node.routes.connected_peers() if node.routes is not None else []
+    out["active_servers"] = 1 + len(peers)
+    js = statsz_jetstream(node.jetstream, node.js_setup)
+    if js is not None:
+        out["jetstream"] = js
+    return out
+
+
+def _msg_bytes(msgs: int, size: int) -> dict[str, int]:
+    return {"msgs": msgs, "bytes": size}
+
+
+def gatewayz(node: MonitoredNode) -> dict[str, Any]:
+    """nats-server's ``Gatewayz`` without gateways (jetraft has none)."""
+    out: dict[str, Any] = {"server_id": node.server_id, "now": _time(time.time_ns())}
+    out.update(outbound_gateways={}, inbound_gateways={})
+    return out
+
+
+def leafz(node: MonitoredNode) -> dict[str, Any]:
+    """nats-server's ``Leafz`` without leaf nodes (jetraft has none)."""
+    return {"server_id": node.server_id, "now": _time(time.time_ns()), "leafnodes": 0, "leafs": []}
 
 
 # --- /healthz --------------------------------------------------------------------------------

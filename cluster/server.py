@@ -41,6 +41,7 @@ from cluster.raft import RaftDriver
 from cluster.router import Router
 from cluster.routes import RouteManager
 from cluster.security_config import RouteAuthConfig, TLSConfig, server_ssl_context
+from cluster.sys_requests import SystemRequests
 from engine.batch import BatchLimits
 from protocol.auth_config import ClientAuthConfig
 from protocol.parser import MAX_CONTROL_LINE_BYTES_DEFAULT
@@ -164,6 +165,8 @@ class Server:
         self._cpu = CpuSampler(self.counters.start_mono)
         self.http_req_stats: dict[str, int] = {}  # requests per monitoring endpoint
         self.js_setup = JetStreamSetup(self.server_id, self.name, opts.store_dir, opts.batch_limits)
+        # $SYS.REQ.SERVER.*: the monitoring documents over NATS, for the one account
+        self.sys_requests = SystemRequests(self, self._cpu, self.http_req_stats)
         # built in start(), so a certificate that cannot be loaded stops the server there
         self._client_tls: ssl.SSLContext | None = None
         self.https_monitor: MonitorServer | None = None
@@ -253,6 +256,7 @@ class Server:
             await self.routes.start()
         if self.jetstream is not None:
             self.jetstream.start()
+        self.sys_requests.start()
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(
             self._new_connection, self.opts.host, self.opts.port, reuse_address=True
@@ -304,6 +308,7 @@ class Server:
             self._listener.close()
         for conn in list(self._conns.values()):
             conn.close()
+        self.sys_requests.close()
         if self.jetstream is not None:
             await self.jetstream.close()
         if self.routes is not None:

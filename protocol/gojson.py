@@ -463,7 +463,10 @@ class _BoolCodec(_Codec):
 
 
 class _StringCodec(_Codec):
-    type_name = "string"
+    """A Go string, or a named string type (``server.SortOpt``) whose name error texts show."""
+
+    def __init__(self, type_name: str = "string") -> None:
+        self.type_name = type_name
 
     def zero(self) -> Any:
         return ""
@@ -655,7 +658,7 @@ def _codec_for(annotation: Any, metadata: list[Any]) -> _Codec:
     if annotation is bool:
         return _BoolCodec()
     if annotation is str:
-        return _STRING
+        return _StringCodec(go_name) if go_name else _STRING
     if _is_model(annotation):
         return _StructCodec(annotation, pointer=nullable)
     if origin is list and args and args[0] is str:
@@ -681,8 +684,9 @@ class _Schema:
 
 @cache
 def _schema(model: type[GoStruct]) -> _Schema:
+    # keyed by the JSON name: a field's alias where Go's name is no Python name (``js-enabled``)
     codecs = {
-        name: _codec_for(field.annotation, list(field.metadata))
+        field.alias or name: _codec_for(field.annotation, list(field.metadata))
         for name, field in model.model_fields.items()
     }
     folded: dict[str, str] = {}

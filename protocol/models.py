@@ -70,7 +70,8 @@ class GoTime:
 
 @dataclass(frozen=True, slots=True)
 class GoName:
-    """The Go type name of a struct, pointer-to-struct or slice field (for error texts)."""
+    """The Go type name of a struct, pointer-to-struct, slice or named string field (for error
+    texts)."""
 
     type_name: str
 

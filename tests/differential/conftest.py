@@ -92,3 +92,59 @@ def fresh_diff(tmp_path: Path) -> Iterator[Differ]:
         lambda: start_candidate(tmp_path / "candidate", "candidate"),
     ) as (oracle, candidate):
         yield Differ(oracle.port, candidate.port, candidate_side(), "F001")
+
+
+# --- nats-server with a system account ------------------------------------------------------------
+
+SYS_USER = "sys"  # nats-server's system account user (password the same)
+ANONYMOUS_USER = "g"  # the user clients without credentials get (no_auth_user)
+
+
+def _users(*names: str) -> str:
+    """An authorization block with these users (password = name) and ANONYMOUS_USER."""
+    users = ", ".join(f"{{user: {n}, password: {n}}}" for n in (ANONYMOUS_USER, *names))
+    return f"authorization {{ users [{users}] }}\nno_auth_user: {ANONYMOUS_USER}\n"
+
+
+def _config(directory: Path, text: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "system.conf"
+    path.write_text(text)
+    return path
+
+
+def start_with_system(tmp_path: Path, name: str) -> ServerProc:
+    """nats-server (JetStream on) with a system account (user ``SYS_USER``) beside the global
+    account, which anonymous clients get (ANONYMOUS_USER), as every jetraft client does."""
+    conf = _config(
+        tmp_path / name,
+        f"accounts {{ SYS {{ users [{{user: {SYS_USER}, password: {SYS_USER}}}] }} }}\n"
+        f"system_account: SYS\n{_users()}",
+    )
+    return start_nats_server(tmp_path / name, name=name, extra_args=["-c", str(conf)])
+
+
+def start_jetraft_with_users(tmp_path: Path, name: str) -> ServerProc:
+    """jetraft with the same users, all in its one account: ANONYMOUS_USER and ``SYS_USER``,
+    who is an ordinary user there."""
+    conf = _config(tmp_path / name, _users(SYS_USER))
+    return start_jetraft(tmp_path / name, name=name, extra_args=["-c", str(conf)])
+
+
+def system_url(server: ServerProc) -> str:
+    """A client URL for ``server`` as ``SYS_USER`` (nats-server's system account user)."""
+    return f"nats://{SYS_USER}:{SYS_USER}@127.0.0.1:{server.port}"
+
+
+@pytest.fixture
+def system_pair(tmp_path: Path) -> Iterator[tuple[ServerProc, ServerProc]]:
+    """nats-server with a system account, and the candidate with the same users (jetraft; or
+    the same nats-server setup when the suite runs nats-server against itself)."""
+
+    def start_other() -> ServerProc:
+        if candidate_kind() == "nats":
+            return start_with_system(tmp_path, "candidate")
+        return start_jetraft_with_users(tmp_path, "candidate")
+
+    with server_pair(lambda: start_with_system(tmp_path, "oracle"), start_other) as pair:
+        yield pair

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats
 import pytest
 
-from tests.differential.conftest import candidate_kind, candidate_side, server_pair
+from tests.differential.conftest import candidate_kind, candidate_side, system_url
 from tests.differential.diff_harness import (
     REPLY_TIMEOUT_S,
     TIMEOUT,
@@ -30,14 +29,13 @@ from tests.differential.diff_harness import (
     Session,
     diff_report,
 )
-from tests.servers import ServerProc, start_jetraft, start_nats_server
+from tests.servers import ServerProc
 
 pytestmark = pytest.mark.differential
 
 API_LEVEL = "Nats-Required-Api-Level"
 TOO_HIGH = {API_LEVEL: "99"}
 BAD_BODIES: list[bytes | dict[str, Any]] = [b"", b"{}", b"{x", b"[]", b"x", {"bogus": 1}]
-SYS_USER = "sys"  # nats-server's system account user in the ACCOUNT.PURGE comparison
 PURGE_WAIT_S = 10.0
 
 
@@ -226,51 +224,17 @@ async def test_silent_subjects(diff: Differ) -> None:
 # --- ACCOUNT.PURGE: jetraft's one account against nats-server's system account ----------------
 
 
-def _system_config(directory: Path) -> Path:
-    """A nats-server config with a system account (user ``sys``) beside the global account,
-    which anonymous clients get, as every jetraft client does."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "system.conf"
-    path.write_text(
-        f"accounts {{ SYS {{ users [{{user: {SYS_USER}, password: {SYS_USER}}}] }} }}\n"
-        "system_account: SYS\n"
-        "authorization { users [{user: g, password: g}] }\n"
-        "no_auth_user: g\n"
-    )
-    return path
-
-
-def _with_system(tmp_path: Path, name: str) -> ServerProc:
-    conf = _system_config(tmp_path / name)
-    return start_nats_server(tmp_path / name, name=name, extra_args=["-c", str(conf)])
-
-
-@pytest.fixture
-def system_pair(tmp_path: Path) -> Iterator[tuple[ServerProc, ServerProc]]:
-    """nats-server with a system account, and the candidate (jetraft; or the same nats-server
-    setup when the suite runs nats-server against itself)."""
-
-    def start_candidate() -> ServerProc:
-        if candidate_kind() == "nats":
-            return _with_system(tmp_path, "candidate")
-        return start_jetraft(tmp_path / "candidate", name="candidate")
-
-    with server_pair(lambda: _with_system(tmp_path, "oracle"), start_candidate) as pair:
-        yield pair
-
-
 SystemScenario = Callable[[Session, Session], Awaitable[None]]
 
 
 async def _run_with_system(pair: tuple[ServerProc, ServerProc], scenario: SystemScenario) -> None:
     """Run ``scenario(account, system)`` on both servers: ``system`` is nats-server's system
-    account user, and on jetraft a plain client like ``account``."""
+    account user, and on jetraft the same user, in its one account like ``account``."""
 
-    async def side(label: str, server: ServerProc, system_user: bool) -> Any:
+    async def side(label: str, server: ServerProc) -> Any:
         account = Session(label, server.port, "P001")
         system = Session(label, server.port, "P001")
-        if system_user:
-            system.url = f"nats://{SYS_USER}:{SYS_USER}@127.0.0.1:{server.port}"
+        system.url = system_url(server)
         system.transcript = account.transcript  # one transcript, in request order
         try:
             await scenario(account, system)
@@ -280,10 +244,7 @@ async def _run_with_system(pair: tuple[ServerProc, ServerProc], scenario: System
         return account.transcript
 
     oracle, candidate = pair
-    nats_candidate = candidate_kind() == "nats"
-    transcripts = await asyncio.gather(
-        side("oracle", oracle, True), side(candidate_side(), candidate, nats_candidate)
-    )
+    transcripts = await asyncio.gather(side("oracle", oracle), side(candidate_side(), candidate))
     report = diff_report(*transcripts)
     assert report is None, report
 

@@ -256,7 +256,7 @@ def test_shape_diff_finds_keys_types_and_list_elements() -> None:
 
 
 # --- traffic ---------------------------------------------------------------------------------
-async def _traffic(port: int) -> nats.NATS:
+async def traffic(port: int) -> nats.NATS:
     """The same streams, consumers, subscriptions and messages on either server; one client
     stays connected (returned) and one has come and gone (a closed connection)."""
     gone = await nats.connect(f"nats://{HOST}:{port}", name="gone")
@@ -298,7 +298,7 @@ async def test_every_endpoint_and_option_has_nats_server_s_shape(
     servers: tuple[ServerProc, ServerProc],
 ) -> None:
     oracle, candidate = servers
-    clients = [await _traffic(oracle.port), await _traffic(candidate.port)]
+    clients = [await traffic(oracle.port), await traffic(candidate.port)]
     try:
         problems = await asyncio.to_thread(
             compare_forms, oracle.http_port, candidate.http_port, SINGLE_FORMS

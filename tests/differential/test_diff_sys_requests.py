@@ -1,0 +1,369 @@
+"""System requests, differential: ``$SYS.REQ.SERVER.PING[.<KIND>]`` and
+``$SYS.REQ.SERVER.<id>.<KIND>`` answered by nats-server 2.15.1 to its system account user and by
+jetraft to its one account (docs/features.md "Monitoring", docs/nats-differences.md §8).
+
+After the same traffic, every KIND and option form gets a reply of the same shape: the envelope's
+keys, the ``server`` object and the document under ``data`` (or ``statsz``), compared as the
+monitoring endpoints are (``test_diff_monitoring.shape``, with its allowed differences); the
+health replies exactly. Bodies nats-server refuses get the same ``error`` (400 with Go's
+``json.Unmarshal`` text, or 500 with the endpoint's text and ``data`` null); the filter options
+pick the same servers; ``Accept-Encoding`` gets the same ``Content-Encoding`` and a body that
+decodes to the same shape. The cluster side: tests/cluster/test_sys_requests_cluster.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from tests.differential.conftest import candidate_kind, system_url
+from tests.differential.test_diff_monitoring import ALLOWED, shape, shape_diff, traffic
+from tests.protocol.snappy_reader import snappy_decode
+from tests.servers import ServerProc
+
+pytestmark = pytest.mark.differential
+
+REPLY_WAIT_S = 5.0
+NO_REPLY_WAIT_S = 0.75
+PING = "$SYS.REQ.SERVER.PING"
+
+# what jetraft leaves out or adds besides the monitoring endpoints' own differences
+# (docs/nats-differences.md §8): Go runtime settings and feature flags, the sync interval, the
+# system account
+SYS_ALLOWED: dict[tuple[str, str], str] = {
+    ("server", "feature_flags"): "missing",
+    # the system user's connection is in nats-server's SYS account, named as a non-global one
+    ("connz", "connections[].account"): "missing",
+    ("statsz", "gomaxprocs"): "missing",
+    ("statsz", "jetstream.config.sync_interval"): "missing",
+    ("statsz", "jetstream.config.sync_always"): "extra",
+    ("statsz", "jetstream.limits.default_max_consumers"): "missing",
+}
+
+# (subject tail after $SYS.REQ.SERVER., body): each answered by both with a document; "ID" stands
+# for the server's id
+FORMS: list[tuple[str, bytes]] = [
+    ("PING", b""),
+    ("PING.STATSZ", b"{}"),
+    ("ID.STATSZ", b""),
+    ("PING.VARZ", b""),
+    ("ID.VARZ", b"{}"),
+    ("PING.CONNZ", b""),
+    ("PING.CONNZ", b'{"subscriptions": true}'),
+    ("PING.CONNZ", b'{"subscriptions_detail": true, "auth": true, "sort": "bytes_to"}'),
+    ("PING.CONNZ", b'{"state": 1}'),
+    ("PING.CONNZ", b'{"state": 2, "limit": 1, "offset": 1}'),
+    ("PING.CONNZ", b'{"state": 7}'),
+    ("PING.CONNZ", b'{"acc": "$G", "filter_subject": "foo.>"}'),
+    ("PING.CONNZ", b'{"acc": "nope"}'),
+    ("PING.ROUTEZ", b'{"subscriptions": true}'),
+    ("PING.SUBSZ", b""),
+    ("PING.SUBSZ", b'{"subscriptions": true, "test": "foo.x"}'),
+    ("PING.ACCOUNTZ", b""),
+    ("PING.ACCOUNTZ", b'{"account": "$G"}'),
+    ("PING.JSZ", b""),
+    ("PING.JSZ", b'{"accounts": true}'),
+    ("PING.JSZ", b'{"streams": true, "consumer": true, "config": true}'),
+    ("PING.JSZ", b'{"account": "$G", "streams": true, "leader_only": true}'),
+    ("PING.GATEWAYZ", b'{"accounts": true}'),
+    ("PING.LEAFZ", b'{"subscriptions": true}'),
+]
+HEALTHZ_BODIES: list[bytes] = [
+    b"",
+    b'{"js-enabled-only": true}',
+    b'{"js-server-only": true}',
+    b'{"js-meta-only": true}',
+    b'{"details": true}',
+    b'{"stream": "H"}',
+    b'{"account": "$G", "stream": "H"}',
+    b'{"account": "$G", "stream": "H", "consumer": "C"}',
+    b'{"account": "$G", "stream": "NOPE", "details": true}',
+    b'{"account": "$G", "stream": "H", "consumer": "NOPE"}',
+    b'{"account": "other"}',
+]
+ERROR_FORMS: list[tuple[str, bytes]] = [
+    ("PING.CONNZ", b"{"),
+    ("PING.CONNZ", b"x"),
+    ("PING.CONNZ", b"[]"),
+    ("PING.CONNZ", b'{"sort": 1}'),
+    ("PING.CONNZ", b'{"limit": "x"}'),
+    ("PING.CONNZ", b'{"state": "open"}'),
+    ("PING.CONNZ", b'{"cid": -1}'),
+    ("PING.CONNZ", b'{"sort": "bogus"}'),
+    ("PING.CONNZ", b'{"sort": "stop"}'),
+    ("PING.CONNZ", b'{"filter_subject": "foo"}'),
+    ("PING", b"{"),
+    ("PING.STATSZ", b'{"server_name": 1}'),
+    ("PING.VARZ", b'{"tags": "a"}'),
+    ("PING.SUBSZ", b'{"test": "foo.*"}'),
+    ("PING.ACCOUNTZ", b'{"account": "nope"}'),
+    ("PING.JSZ", b'{"offset": 1.5}'),
+    ("PING.HEALTHZ", b'{"js-enabled-only": 1}'),
+    ("PING.ROUTEZ", b'{"subscriptions": "yes"}'),
+]
+# (body, answered) whatever the server's name
+FILTERS: list[tuple[bytes, bool]] = [
+    (b'{"host": "127"}', True),
+    (b'{"host": "127.0.0.1", "exact_match": true}', True),
+    (b'{"host": "127", "exact_match": true}', False),
+    (b'{"server_name": ""}', True),
+    (b'{"server_name": "zzz"}', False),
+    (b'{"cluster": "x"}', False),
+    (b'{"tags": ["a"]}', False),
+    (b'{"domain": "d"}', False),
+    (b"null", True),
+]
+
+
+# --- requests ----------------------------------------------------------------------------------
+async def ask(
+    nc: Client,
+    subject: str,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    wait_s: float = REPLY_WAIT_S,
+) -> Msg | None:
+    """The one reply to a request (a single server), or None when none comes within wait_s."""
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox, max_msgs=1)
+    try:
+        await nc.publish(subject, body, reply=inbox, headers=headers)
+        return await sub.next_msg(timeout=wait_s)
+    except nats.errors.TimeoutError:
+        return None
+    finally:
+        await sub.unsubscribe()
+
+
+async def server_id(nc: Client) -> str:
+    reply = await ask(nc, PING + ".IDZ")
+    assert reply is not None
+    return str(json.loads(reply.data)["id"])
+
+
+def subject_for(tail: str, sid: str) -> str:
+    return f"$SYS.REQ.SERVER.{sid}{tail[2:]}" if tail.startswith("ID.") else PING + tail[4:]
+
+
+def kind_of(tail: str) -> str:
+    kind = tail.split(".", 1)[1] if "." in tail else "STATSZ"
+    return kind.lower()
+
+
+def envelope_problems(
+    form: str, kind: str, oracle: dict[str, Any], candidate: dict[str, Any]
+) -> list[str]:
+    """Same envelope keys; the server object and the document of the same shape."""
+    if oracle.keys() != candidate.keys():
+        return [f"{form}: envelope {sorted(oracle)} != {sorted(candidate)}"]
+    problems = []
+    for key in oracle:
+        endpoint = "server" if key == "server" else kind
+        for path, what in shape_diff(shape(oracle[key]), shape(candidate[key])):
+            if SYS_ALLOWED.get((endpoint, path)) != what and ALLOWED.get((endpoint, path)) != what:
+                problems.append(f"{form}: {key}.{path}: {what}")
+    return problems
+
+
+class Pair:
+    """A connection to each server as SYS_USER: nats-server's system account user, an ordinary
+    user of jetraft's one account."""
+
+    def __init__(self, oracle: Client, candidate: Client, ids: tuple[str, str]) -> None:
+        self.clients = (oracle, candidate)
+        self.ids = ids
+
+    async def ask(
+        self,
+        tail: str,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        wait_s: float = REPLY_WAIT_S,
+    ) -> tuple[Msg | None, Msg | None]:
+        oracle, candidate = await asyncio.gather(
+            *(
+                ask(nc, subject_for(tail, sid), body, headers, wait_s)
+                for nc, sid in zip(self.clients, self.ids, strict=True)
+            )
+        )
+        return oracle, candidate
+
+    async def close(self) -> None:
+        for nc in self.clients:
+            await nc.close()
+
+
+async def connect_pair(servers: tuple[ServerProc, ServerProc]) -> Pair:
+    oracle, candidate = servers
+    clients = (await nats.connect(system_url(oracle)), await nats.connect(system_url(candidate)))
+    ids = (await server_id(clients[0]), await server_id(clients[1]))
+    return Pair(*clients, ids)
+
+
+@pytest.fixture
+async def pair(system_pair: tuple[ServerProc, ServerProc]) -> AsyncIterator[Pair]:
+    """A system connection to each server."""
+    connected = await connect_pair(system_pair)
+    yield connected
+    await connected.close()
+
+
+@pytest.fixture
+async def busy_pair(system_pair: tuple[ServerProc, ServerProc]) -> AsyncIterator[Pair]:
+    """A system connection to each server, after the monitoring test's traffic and a stream H
+    with a consumer C on both."""
+    clients = []
+    for server in system_pair:
+        nc = await traffic(server.port)
+        clients.append(nc)
+        js = nc.jetstream(timeout=5)
+        await js.add_stream(name="H", subjects=["h.>"])
+        await js.add_consumer("H", durable_name="C")
+    connected = await connect_pair(system_pair)
+    yield connected
+    await connected.close()
+    for nc in clients:
+        await nc.close()
+
+
+def decoded(reply: Msg) -> Any:
+    return json.loads(reply.data)
+
+
+# --- tests -------------------------------------------------------------------------------------
+async def test_every_kind_answers_with_nats_server_s_shape(busy_pair: Pair) -> None:
+    problems: list[str] = []
+    for tail, body in FORMS:
+        form = f"{tail} {body.decode()}"
+        oracle, candidate = await busy_pair.ask(tail, body)
+        if oracle is None or candidate is None:
+            problems.append(f"{form}: answered {oracle is not None} != {candidate is not None}")
+            continue
+        problems += envelope_problems(form, kind_of(tail), decoded(oracle), decoded(candidate))
+    assert not problems, "\n".join(problems)
+
+
+async def test_idz_names_the_server(pair: Pair) -> None:
+    for tail in ("PING.IDZ", "ID.IDZ"):
+        oracle, candidate = await pair.ask(tail, b"{")  # no body is read
+        assert oracle is not None and candidate is not None
+        assert list(decoded(oracle)) == list(decoded(candidate)) == ["name", "host", "id"]
+        assert decoded(candidate)["id"] == pair.ids[1]
+
+
+async def test_a_statsz_request_without_reply_goes_to_the_broadcast_subject(pair: Pair) -> None:
+    subs = [await nc.subscribe("$SYS.SERVER.*.STATSZ", max_msgs=1) for nc in pair.clients]
+    for nc in pair.clients:
+        await nc.publish(PING, b"")
+    for sub, sid in zip(subs, pair.ids, strict=True):
+        msg = await sub.next_msg(timeout=REPLY_WAIT_S)
+        assert msg.subject == f"$SYS.SERVER.{sid}.STATSZ"
+        assert list(decoded(msg)) == ["server", "statsz"]
+
+
+async def test_health_replies_are_nats_server_s(busy_pair: Pair) -> None:
+    """The /healthz document, with ``status_code`` inside even for 200 (exactly)."""
+    for body in HEALTHZ_BODIES:
+        oracle, candidate = await busy_pair.ask("PING.HEALTHZ", body)
+        assert oracle is not None and candidate is not None, body
+        assert decoded(candidate)["data"] == decoded(oracle)["data"], body
+
+
+async def test_refused_bodies_get_nats_server_s_errors(pair: Pair) -> None:
+    for tail, body in ERROR_FORMS:
+        oracle, candidate = await pair.ask(tail, body)
+        assert oracle is not None and candidate is not None, (tail, body)
+        want, got = decoded(oracle), decoded(candidate)
+        assert list(got) == list(want), (tail, body, got)
+        assert got["error"] == want["error"], (tail, body)
+
+
+def filters(name: str) -> list[tuple[bytes, bool]]:
+    """FILTERS, and the forms that name a server (``name``) by part or in full."""
+    part = name[1:4]
+    return [
+        *FILTERS,
+        (json.dumps({"server_name": part}).encode(), True),
+        (json.dumps({"server_name": name, "exact_match": True}).encode(), True),
+        (json.dumps({"server_name": part, "exact_match": True}).encode(), False),
+    ]
+
+
+async def test_filters_pick_the_same_servers(
+    system_pair: tuple[ServerProc, ServerProc], pair: Pair
+) -> None:
+    forms = list(zip(*(filters(server.name) for server in system_pair), strict=True))
+    for tail in ("PING", "PING.VARZ", "PING.JSZ"):
+        for each in forms:  # (oracle's form, candidate's form)
+            replies = await asyncio.gather(
+                *(
+                    ask(nc, subject_for(tail, sid), body, wait_s=NO_REPLY_WAIT_S)
+                    for nc, sid, (body, _) in zip(pair.clients, pair.ids, each, strict=True)
+                )
+            )
+            assert [r is not None for r in replies] == [a for _, a in each], (tail, each)
+
+
+async def test_replies_are_compressed_as_asked(pair: Pair) -> None:
+    """Accept-Encoding: snappy (or s2), gzip, anything else (identity) on a document; an error
+    reply and a statsz are never compressed."""
+    for encoding in ("snappy", "S2", "gzip, deflate", "br", None):
+        headers = {"Accept-Encoding": encoding} if encoding else {"X-Other": "1"}
+        oracle, candidate = await pair.ask("PING.VARZ", headers=headers)
+        assert oracle is not None and candidate is not None
+        assert _encoding(candidate) == _encoding(oracle), encoding
+        want, got = _decompressed(oracle), _decompressed(candidate)
+        assert not envelope_problems(f"varz {encoding}", "varz", want, got)
+    for tail, body in (("PING.CONNZ", b'{"sort": "bogus"}'), ("PING", b"")):
+        oracle, candidate = await pair.ask(tail, body, headers={"Accept-Encoding": "gzip"})
+        assert oracle is not None and candidate is not None
+        assert _encoding(oracle) is None and _encoding(candidate) is None
+
+
+async def test_unknown_kinds_find_no_responders(pair: Pair) -> None:
+    for tail in ("PING.NOPE", "PING.varz", "ID.NOPE"):
+        oracle, candidate = await pair.ask(tail)
+        assert oracle is not None and candidate is not None
+        assert oracle.headers and oracle.headers.get("Status") == "503"
+        assert candidate.headers and candidate.headers.get("Status") == "503"
+
+
+@pytest.mark.skipif(candidate_kind() == "nats", reason="jetraft's own answer")
+async def test_internals_jetraft_does_not_serve_are_refused(pair: Pair) -> None:
+    """RAFTZ, IPQUEUESZ, EXPVARZ and PROFILEZ: nats-server's internals, refused with 501 (a body
+    nats-server refuses still gets its 400)."""
+    for kind in ("RAFTZ", "IPQUEUESZ", "EXPVARZ", "PROFILEZ"):
+        _oracle, candidate = await pair.ask(f"PING.{kind}")
+        assert candidate is not None
+        reply = decoded(candidate)
+        assert list(reply) == ["server", "error"]
+        assert reply["error"] == {
+            "code": 501,
+            "description": f"{kind} is not supported by jetraft",
+        }
+    oracle, candidate = await pair.ask("PING.RAFTZ", b'{"account": 1}')
+    assert oracle is not None and candidate is not None
+    assert decoded(candidate)["error"] == decoded(oracle)["error"]
+
+
+# --- compressed replies ------------------------------------------------------------------------
+def _encoding(reply: Msg) -> str | None:
+    return (reply.headers or {}).get("Content-Encoding")
+
+
+def _decompressed(reply: Msg) -> Any:
+    encoding = _encoding(reply)
+    data = reply.data
+    if encoding == "gzip":
+        data = gzip.decompress(data)
+    elif encoding == "snappy":
+        data = snappy_decode(data)
+    return json.loads(data)
