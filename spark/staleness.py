@@ -103,7 +103,7 @@ PERCENTILES: Final = (0.5, 0.99)
 MAX_VIOLATION_EXAMPLES: Final = 20  # stale MSG.GETs listed in report.json (the count is exact)
 MAX_STALE_EXAMPLES: Final = 20  # Direct Get stale reads listed as examples
 MAX_INLINE_PURGES: Final = 200  # range purges matched by one predicate; more: a join
-TIMELINE_BUCKETS: Final = 200  # points per run in the over-time plots
+TIMELINE_BUCKETS: Final = 200  # points per run in the over-time plots, at most
 MIN_TIMELINE_BUCKET_NS: Final = 100 * NS_PER_MS
 LAG_MS_BIN: Final = 10.0  # histogram bin width of lag in ms (counts are binned in Spark)
 
@@ -632,6 +632,7 @@ _EXAMPLE_COLUMNS: Final = (
     "role",
     "fault",
     "invoke_index",
+    "invoke_ns",
     "req_seq",
     "req_subject",
     "ret_seq",
@@ -716,7 +717,7 @@ def breakdowns(judged: DataFrame) -> dict[str, list[dict[str, Any]]]:
 
 def staleness_timeline(judged: DataFrame, history: DataFrame) -> DataFrame:
     """``ok`` reads and stale reads per (run, kind, time bucket); t_s = bucket start in seconds
-    from the run's first history op. About TIMELINE_BUCKETS buckets per run; unordered."""
+    from the run's first history op. At most about TIMELINE_BUCKETS buckets per run; unordered."""
     ok = judged.filter(F.col("outcome") == OK)
     b = F.floor((F.col("invoke_ns") - F.col("_t0")) / F.col("_bucket"))
     return (
@@ -734,12 +735,18 @@ def staleness_timeline(judged: DataFrame, history: DataFrame) -> DataFrame:
 
 
 def _buckets(history: DataFrame) -> DataFrame:
-    """Per run: _t0 (first op time) and _bucket (timeline bucket width, ns)."""
+    """Per run: _t0 and _t1 (first and last op times) and _bucket (timeline bucket width, ns:
+    about 1/TIMELINE_BUCKETS of the run rounded up to 1, 2 or 5 x 10^k, so that plotted bins
+    are round lengths of time)."""
     spans = history.groupBy("run").agg(F.min("time_ns").alias("_t0"), F.max("time_ns").alias("_t1"))
-    width = F.greatest(
+    raw = F.greatest(
         F.lit(MIN_TIMELINE_BUCKET_NS), F.ceil((F.col("_t1") - F.col("_t0")) / TIMELINE_BUCKETS)
-    )
-    return spans.select("run", "_t0", width.alias("_bucket"))
+    ).cast("double")
+    power = F.pow(F.lit(10.0), F.floor(F.log10(raw)))
+    mantissa = raw / power
+    step = F.when(mantissa <= 1, 1).when(mantissa <= 2, 2).when(mantissa <= 5, 5).otherwise(10)
+    width = F.ceil(step * power).cast("long")
+    return spans.select("run", "_t0", "_t1", width.alias("_bucket"))
 
 
 def apply_lag_timeline(lags: DataFrame, history: DataFrame) -> DataFrame:
@@ -813,9 +820,11 @@ def analyze_staleness(
     kind, the others lists of groups with reads, stale, stale_rate, explained_by_removal,
     lag_seqs and lag_ms {p50, p99, max}), ``msg_get_violations`` (count + examples),
     ``direct_get_stale_examples`` (the largest lags), ``apply_lag`` (per node; with ``log``).
-    frames: ``staleness_timeline``, ``fault_windows``, ``lag_seqs_counts``, ``lag_ms_counts``,
-    ``apply_lag_timeline`` (lists of dicts, aggregates only).
-    """
+    frames: ``staleness_timeline``, ``fault_windows`` (with the nemesis start's ``mode`` and
+    target ``nodes`` when load.py extracted them), ``run_spans`` (per run: ``t0_ns``, the first
+    op's time every ``t_s`` counts from, ``end_s`` and the timeline's ``bucket_s``),
+    ``lag_seqs_counts``, ``lag_ms_counts``, ``apply_lag_timeline`` (lists of dicts, aggregates
+    only)."""
     history = history.cache()
     judged = judge_runs(history, leaders, log).cache()
     try:
@@ -873,10 +882,10 @@ def _examples(df: DataFrame) -> list[dict[str, Any]]:
 def _frames(
     judged: DataFrame, history: DataFrame, lags: DataFrame | None
 ) -> dict[str, list[dict[str, Any]]]:
-    t0 = history.groupBy("run").agg(F.min("time_ns").alias("_t0"))
+    spans = _buckets(history)
     win = (
         fault_windows(history)
-        .join(t0, "run")
+        .join(spans.select("run", "_t0"), "run")
         .select(
             "run",
             "fault",
@@ -886,12 +895,29 @@ def _frames(
             ((F.col("end_ns") - F.col("_t0")) / NS_PER_S).alias("end_s"),
         )
     )
+    if {"mode", "nemesis_nodes"} <= set(history.columns):  # load.py's, for the targets
+        starts = history.filter(F.col("process").cast("string") == NEMESIS_PROCESS).select(
+            "run",
+            F.col("index").alias("start_index"),
+            "mode",
+            F.col("nemesis_nodes").alias("nodes"),
+        )
+        win = win.join(starts, ["run", "start_index"], "left")
     stale = judged.filter(F.col("stale"))
     served = F.coalesce(F.col("served_by"), F.lit(UNKNOWN)).alias("served_by")
     ms_bin = (F.floor(F.col("lag_ms") / LAG_MS_BIN) * LAG_MS_BIN).alias("lag_ms")
     parts: dict[str, tuple[DataFrame, Sequence[str]]] = {
         "staleness_timeline": (staleness_timeline(judged, history), ("run", "kind", "t_s")),
         "fault_windows": (win, ("run", "start_index")),
+        "run_spans": (
+            spans.select(
+                "run",
+                F.col("_t0").alias("t0_ns"),
+                ((F.col("_t1") - F.col("_t0")) / NS_PER_S).alias("end_s"),
+                (F.col("_bucket") / NS_PER_S).alias("bucket_s"),
+            ),
+            ("run",),
+        ),
         "lag_seqs_counts": (
             stale.groupBy("kind", served, "lag_seqs").count(),
             ("kind", "served_by", "lag_seqs"),

@@ -310,6 +310,12 @@ def test_analyze_reports_the_planted_numbers(planted_run: Planted) -> None:
     assert (example["invoke_index"], example["served_by"]) == (at["stale_msg_get"], "n3")
     [worst] = results["direct_get_stale_examples"]
     assert (worst["invoke_index"], worst["lag_ms"]) == (at["stale_direct"], 150.0)
+    # the report places an example in time from its invoke_ns and the run's first op (t0_ns)
+    invoke = planted_run.rows[at["stale_direct"]]["invoke_ns"]
+    assert worst["invoke_ns"] == invoke
+    [span] = frames["run_spans"]
+    assert span["t0_ns"] == T0_NS + 1000 * MS  # the planted run's first op, its publish
+    assert span["bucket_s"] == 0.1  # a short run: the smallest bucket (a round width)
 
     groups = {(g["kind"], g["served_by"], g["role"], g["fault"]): g for g in results["groups"]}
     g = groups[("direct_get", "n2", "follower", "partition")]
@@ -430,7 +436,9 @@ def test_the_planted_results_make_a_report(planted_run: Planted, tmp_path: Path)
     assert loaded["by_kind"]["direct_get"]["lag_ms"]["max"] == 150.0
     html = html_path.read_text()
     assert html.count("data:image/png;base64,") == 3
-    assert "FAIL: MSG.GET stale reads = 1" in html
+    assert "INVALID: 1 finding</b> in 1 of 1 check: MSG.GET freshness 1." in html
+    assert "1 of 2 reads stale" in html  # the check's line
+    assert "id='stale-examples'" in html and "id='msg-get-violations'" in html
 
 
 def test_overlapping_faults_label_a_read_with_both(spark: SparkSession) -> None:
