@@ -11,11 +11,13 @@ same order, the same errors), and then either the operation or a refusal:
 
 * carried out: META.LEADER.STEPDOWN (the meta group's leadership moves to a caught-up peer,
   the placement's if it names one), ACCOUNT.PURGE (every stream of the account is deleted),
-  STREAM.CANCEL_MOVE and ACCOUNT.STREAM.CANCEL_MOVE (no move is ever in progress: 10129);
+  STREAM.CANCEL_MOVE and ACCOUNT.STREAM.CANCEL_MOVE (no move is ever in progress: 10129),
+  STREAM.SNAPSHOT and STREAM.RESTORE on a single server (``cluster/backup.py``);
 * refused with the closest error of nats-server's catalogue and a description saying that
   jetraft does not support it: STREAM.PEER.REMOVE|EVACUATE, ACCOUNT.STREAM.MOVE and
   SERVER.EVACUATE (10005: a stream's peers are fixed), SERVER.REMOVE (10041: so is the
-  cluster's membership), META.RESCUE (10224), STREAM.SNAPSHOT (10064), STREAM.RESTORE (10062).
+  cluster's membership), META.RESCUE (10224), and in a cluster STREAM.SNAPSHOT (10064) and
+  STREAM.RESTORE (10062).
 
 As nats-server, a single server answers the stream subjects (10010 for those that need a
 cluster) and ACCOUNT.PURGE, and stays silent on the other system subjects.
@@ -25,11 +27,14 @@ Must never: change a cluster's membership or a stream's placement.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol, runtime_checkable
 
+from cluster import backup
 from cluster.authority import StreamAuthority
+from cluster.router import Router
 from protocol import api_json
 from protocol import errors as E
 from protocol.errors import ApiError
@@ -39,6 +44,7 @@ from protocol.models import (
     MetaServerRemoveRequest,
     MetaServerStreamMoveRequest,
     Placement,
+    StreamConfig,
     StreamRemovePeerRequest,
     StreamRestoreRequest,
     StreamSnapshotRequest,
@@ -83,9 +89,18 @@ class MetaGroup(Protocol):
         ...
 
 
+@runtime_checkable
+class Backups(Protocol):
+    """What STREAM.RESTORE asks of a single server (``cluster/local_streams.py``)."""
+
+    def begin_restore(self, cfg: StreamConfig) -> backup.RestoreSession: ...
+
+
 class AdminApi:
-    def __init__(self, authority: StreamAuthority, server_id: str) -> None:
+    def __init__(self, authority: StreamAuthority, router: Router, server_id: str) -> None:
         self.authority = authority
+        self.router = router
+        self._tasks: set[asyncio.Task[None]] = set()  # snapshots being sent
         self.meta = authority if isinstance(authority, MetaGroup) else None
         self.server_id = server_id
 
@@ -219,14 +234,29 @@ class AdminApi:
     # --- backups --------------------------------------------------------------------------------
     async def _snapshot(self, stream: str, body: bytes) -> dict[str, Any]:
         """STREAM.SNAPSHOT (``jsStreamSnapshotRequest``): the stream is looked up before the
-        body is decoded."""
+        body is decoded. The reply (config and state) goes out before the first chunk: the
+        sending task starts once this handler has returned (``cluster/backup.py``)."""
         if api_json.is_empty_request(body):
             raise ApiError(E.BAD_REQUEST)
-        self.authority.writer(stream)
+        host = self.authority.writer(stream)
         req = decode_strict(body, StreamSnapshotRequest)
         if not is_valid_literal_subject(req.deliver_subject):
             raise ApiError(E.SNAPSHOT_DELIVER_SUBJECT_INVALID)
-        raise ApiError(E.STREAM_SNAPSHOT, err=f"stream snapshots are {_NOT_YET}")
+        if self.meta is not None:
+            raise ApiError(E.STREAM_SNAPSHOT, err=f"stream snapshots in a cluster are {_NOT_YET}")
+        archive = backup.encode_archive(host.stream, req.no_consumers)
+        info = self.authority.host_info(host, "", dynamic_metadata=False)
+        send = backup.send_snapshot(
+            self.router, stream, req.deliver_subject, archive, backup.Pacing.of(req)
+        )
+        task = asyncio.get_running_loop().create_task(send)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return {
+            "type": api_json.STREAM_SNAPSHOT_RESPONSE,
+            "config": info["config"],
+            "state": info["state"],
+        }
 
     async def _restore(self, stream: str, body: bytes) -> dict[str, Any]:
         """STREAM.RESTORE (``jsStreamRestoreRequest``): every check before the upload."""
@@ -245,7 +275,10 @@ class AdminApi:
             raise ApiError(E.STREAM_NAME_EXIST_RESTORE_FAILED)
         if self.meta is not None and config.num_replicas > len(self.meta.peers):
             raise ApiError(E.CLUSTER_NO_PEERS, err="no suitable peers for placement")
-        raise ApiError(E.STREAM_RESTORE, err=f"stream restores are {_NOT_YET}")
+        if not isinstance(self.authority, Backups):
+            raise ApiError(E.STREAM_RESTORE, err=f"stream restores in a cluster are {_NOT_YET}")
+        session = self.authority.begin_restore(config)
+        return {"type": api_json.STREAM_RESTORE_RESPONSE, "deliver_subject": session.subject}
 
     # --- the system account's subjects ----------------------------------------------------------
     async def _account_purge(

@@ -50,7 +50,7 @@ class JetStream:
         self.router = router
         self.authority = authority
         self.consumers = ConsumerApi(authority)
-        self.admin = AdminApi(authority, server_id)
+        self.admin = AdminApi(authority, router, server_id)
         self.api_total = 0
         self.api_errors = 0
         self._tasks: set[asyncio.Task[None]] = set()

@@ -10,6 +10,7 @@ Must never: leave a config file half-written, or open a stream twice.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -19,7 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cluster.batching import BatchContext
+from cluster.backup import RestoreSession
+from cluster.batching import BatchContext, new_event_id
 from cluster.extension_loader import attach_all, load_attachers
 from cluster.local_log import LocalLog
 from cluster.router import Router
@@ -34,11 +36,13 @@ from protocol import api_json, gojson
 from protocol import errors as E
 from protocol.errors import ApiError
 from protocol.models import StreamConfig
+from protocol.stream_config import check_restored_subjects
 
 log = logging.getLogger("jetraft.jetstream")
 
 CONFIG_FILE = "config.json"
 MSGS_DIR = "msgs"
+RESTORE_DIR = "restore"  # STREAM.RESTORE's staging stores, one per upload
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -94,6 +98,7 @@ class LocalStreams:
         self.server_name = server_name
         self.batch_context = batch_context
         self.streams_dir = streams_dir(store_dir)
+        self.restore_dir = store_dir / "jetstream" / RESTORE_DIR
         self._hosts: dict[str, StreamHost[LocalLog]] = {}
         self.ready = asyncio.Event()
         self.attachers = load_attachers()  # stream extensions (mirror/): cluster/extensions.py
@@ -105,6 +110,7 @@ class LocalStreams:
     # --- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
         self.streams_dir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.restore_dir, ignore_errors=True)  # uploads a restart cut short
         for stream_dir in sorted(self.streams_dir.iterdir()):
             cfg_path = stream_dir / CONFIG_FILE
             if not cfg_path.is_file():
@@ -123,9 +129,14 @@ class LocalStreams:
         self._hosts.clear()
 
     def _open_stream(
-        self, cfg: StreamConfig, stream_dir: Path, created_ns: int
+        self,
+        cfg: StreamConfig,
+        stream_dir: Path,
+        created_ns: int,
+        store: MessageStore | None = None,
     ) -> StreamHost[LocalLog]:
-        store = open_store(cfg, stream_dir)
+        if store is None:
+            store = open_store(cfg, stream_dir)
         durable = cfg.storage == "file"
         host = StreamHost(
             Stream(cfg, store, created_ns),
@@ -171,6 +182,38 @@ class LocalStreams:
         del self._hosts[name]
         await host.close()
         shutil.rmtree(self.streams_dir / name, ignore_errors=True)
+
+    # --- STREAM.RESTORE (cluster/backup.py) ------------------------------------------------------
+    def begin_restore(self, cfg: StreamConfig) -> RestoreSession:
+        """An upload of a snapshot of ``cfg.name`` into a staging store."""
+        staging = self.restore_dir / new_event_id()
+        staging.mkdir(parents=True)
+        store = open_store(cfg, staging)
+        return RestoreSession(
+            self.router, cfg.name, staging, store, functools.partial(self._adopt, staging, store)
+        )
+
+    def _adopt(self, staging: Path, store: MessageStore, restored: Stream) -> dict[str, Any]:
+        """Host the stream an upload restored (STREAM.CREATE's response), unless its name or
+        subjects are taken meanwhile."""
+        cfg = restored.config
+        existing = self.configs()
+        if cfg.name in existing:
+            raise ApiError(E.STREAM_NAME_EXIST_RESTORE_FAILED)
+        check_restored_subjects(cfg, existing)
+        store.flush()
+        store.fsync()
+        target = self.streams_dir / cfg.name
+        reuse: MessageStore | None = store
+        if cfg.storage == "file":
+            store.close()
+            os.replace(staging, target)
+            reuse = None  # reopened from its new place
+        else:
+            staging.rmdir()
+        self._persist_config(cfg, restored.created_ns)
+        host = self._open_stream(cfg, target, restored.created_ns, reuse)
+        return self.host_info(host, api_json.STREAM_CREATE_RESPONSE)
 
     def writer(self, name: str) -> AnyStreamHost:
         host = self._hosts.get(name)

@@ -1357,6 +1357,12 @@ class Stream:
     def _msg_size(self, subject: str, hdr: bytes, data: bytes) -> int:
         return limits.msg_size_bytes(self._config.storage, _utf8_len(subject), len(hdr), len(data))
 
+    def drop_consumers(self) -> None:
+        """Forget every consumer (a backup restored without them) and persist the meta."""
+        self.consumers = ConsumerSet()
+        self._consumers_blob = b""
+        self._store.set_meta(self._encode_meta())
+
     def meta_blob(self) -> bytes:
         """The engine meta blob exactly as ``apply`` persists it (state transfer ships it)."""
         return self._encode_meta()

@@ -936,3 +936,9 @@ def config_to_json(
     if metadata:
         out["metadata"] = dict(sorted(metadata.items()))
     return out
+
+
+def check_restored_subjects(cfg: StreamConfig, existing: Mapping[str, StreamConfig]) -> None:
+    """A restored stream (STREAM.RESTORE) must not take subjects another stream listens on."""
+    if _overlaps_other_stream(cfg, existing, skip=None):
+        raise ApiError(errors.STREAM_SUBJECT_OVERLAP)
