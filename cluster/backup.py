@@ -64,6 +64,8 @@ WINDOW_SIZE_RANGE: Final = (1024, 32 * 1024 * 1024)
 SNAPSHOT_ACK_TIMEOUT_S: Final = 5.0
 SNAPSHOT_INTEREST_WAIT_S: Final = 2.0
 RESTORE_IDLE_S: Final = 5.0  # nats-server's activityInterval
+# an upload from the network never fills the disk: it must leave this much free
+RESTORE_DISK_RESERVE_BYTES: Final = 256 * 1024 * 1024
 # One frame of the archive: a transfer chunk (1 MiB of records, or one larger message).
 FRAME_BYTES_MAX: Final = 64 * 1024 * 1024
 _U32 = struct.Struct(">I")
@@ -265,6 +267,9 @@ class RestoreSession:
         self._idle.cancel()
         if data:
             self.total += len(data)
+            if self._disk_free() - len(data) < RESTORE_DISK_RESERVE_BYTES:
+                self._fail(reply, "insufficient storage resources available")
+                return
             try:
                 self._reader.feed(data)
             except ArchiveError as exc:
@@ -287,6 +292,12 @@ class RestoreSession:
         self._close_sub()
         log.info("restored stream %s from %d bytes", self.stream, self.total)
         self._reply(reply, body)
+
+    def _disk_free(self) -> int:
+        try:
+            return shutil.disk_usage(self._staging).free
+        except OSError:
+            return 0
 
     def _reply(self, reply: str, body: dict[str, Any]) -> None:
         self.router.publish(reply, None, None, gojson.encode(body))

@@ -15,6 +15,9 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 
+from cluster import backup
+from cluster.router import Router
+from engine.memstore import MemoryStore
 from tests.cluster.inprocess import InProcessCluster
 from tests.integration.clients import connect
 from tests.servers import ServerProc
@@ -199,3 +202,24 @@ async def test_cluster_refuses_snapshot_and_restore(tmp_path: Path) -> None:
             await nc.close()
     finally:
         await c.stop()
+
+
+async def test_an_upload_that_would_fill_the_disk_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bytes from the network never fill the disk: a chunk that would leave less than the
+    reserve free ends the restore with nats-server's storage error and drops the staging."""
+    monkeypatch.setattr(backup, "RESTORE_DISK_RESERVE_BYTES", 1 << 62)  # more than any disk
+    router = Router()
+    replies: list[bytes] = []
+    router.subscribe_internal("reply.>", lambda _s, _r, _h, data: replies.append(data))
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    session = backup.RestoreSession(router, "S", staging, MemoryStore(), lambda _s: {})
+    router.publish(session.subject, "reply.1", None, b"some bytes")
+    (body,) = replies
+    error = json.loads(body)["error"]
+    assert error["err_code"] == 10062
+    assert error["description"] == "restore failed: insufficient storage resources available"
+    assert not staging.exists()
+    assert not router.sublist.match(session.subject)  # the upload subject is gone
