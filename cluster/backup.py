@@ -293,6 +293,11 @@ class RestoreSession:
         log.info("restored stream %s from %d bytes", self.stream, self.total)
         self._reply(reply, body)
 
+    @property
+    def active(self) -> bool:
+        """Still taking chunks (not finished, failed or dropped as idle)."""
+        return self._sub is not None
+
     def _disk_free(self) -> int:
         try:
             return shutil.disk_usage(self._staging).free

@@ -43,6 +43,7 @@ log = logging.getLogger("jetraft.jetstream")
 CONFIG_FILE = "config.json"
 MSGS_DIR = "msgs"
 RESTORE_DIR = "restore"  # STREAM.RESTORE's staging stores, one per upload
+RESTORES_IN_PROGRESS_MAX = 8  # uploads from the network at once (each holds a staging store)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -99,6 +100,7 @@ class LocalStreams:
         self.batch_context = batch_context
         self.streams_dir = streams_dir(store_dir)
         self.restore_dir = store_dir / "jetstream" / RESTORE_DIR
+        self._restores: list[RestoreSession] = []  # uploads in progress (bounded)
         self._hosts: dict[str, StreamHost[LocalLog]] = {}
         self.ready = asyncio.Event()
         self.attachers = load_attachers()  # stream extensions (mirror/): cluster/extensions.py
@@ -185,13 +187,21 @@ class LocalStreams:
 
     # --- STREAM.RESTORE (cluster/backup.py) ------------------------------------------------------
     def begin_restore(self, cfg: StreamConfig) -> RestoreSession:
-        """An upload of a snapshot of ``cfg.name`` into a staging store."""
+        """An upload of a snapshot of ``cfg.name`` into a staging store; at most
+        ``RESTORES_IN_PROGRESS_MAX`` at a time, each ended by completion, failure or 5 s idle."""
+        self._restores = [r for r in self._restores if r.active]
+        if len(self._restores) >= RESTORES_IN_PROGRESS_MAX:
+            raise ApiError(
+                E.STREAM_RESTORE, err=f"{RESTORES_IN_PROGRESS_MAX} restores are already in progress"
+            )
         staging = self.restore_dir / new_event_id()
         staging.mkdir(parents=True)
         store = open_store(cfg, staging)
-        return RestoreSession(
+        session = RestoreSession(
             self.router, cfg.name, staging, store, functools.partial(self._adopt, staging, store)
         )
+        self._restores.append(session)
+        return session
 
     def _adopt(self, staging: Path, store: MessageStore, restored: Stream) -> dict[str, Any]:
         """Host the stream an upload restored (STREAM.CREATE's response), unless its name or

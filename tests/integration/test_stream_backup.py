@@ -16,6 +16,7 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from cluster import backup
+from cluster import local_streams as backup_limits
 from cluster.router import Router
 from engine.memstore import MemoryStore
 from tests.cluster.inprocess import InProcessCluster
@@ -223,3 +224,17 @@ async def test_an_upload_that_would_fill_the_disk_is_refused(
     assert error["description"] == "restore failed: insufficient storage resources available"
     assert not staging.exists()
     assert not router.sublist.match(session.subject)  # the upload subject is gone
+
+
+async def test_uploads_in_progress_are_bounded(jetraft_server: ServerProc) -> None:
+    nc = await connect(jetraft_server.url)
+    try:
+        config = {"name": "UP", "subjects": ["up.>"]}
+        for _ in range(backup_limits.RESTORES_IN_PROGRESS_MAX):
+            resp = await _api(nc, "STREAM.RESTORE.UP", {"config": config, "state": {}})
+            assert "deliver_subject" in resp, resp
+        refused = await _api(nc, "STREAM.RESTORE.UP", {"config": config, "state": {}})
+        assert refused["error"]["err_code"] == 10062, refused
+        assert "already in progress" in refused["error"]["description"]
+    finally:
+        await nc.close()
