@@ -185,7 +185,8 @@ async def test_corrupt_upload_is_refused_and_leaves_no_stream(jetraft_server: Se
         await nc.close()
 
 
-async def test_cluster_refuses_snapshot_and_restore(tmp_path: Path) -> None:
+async def test_a_cluster_stream_backs_up_and_refuses_restores(tmp_path: Path) -> None:
+    """The stream's leader sends the snapshot; a cluster refuses restores (not yet)."""
     c = InProcessCluster(tmp_path, 3)
     await c.start()
     try:
@@ -193,9 +194,11 @@ async def test_cluster_refuses_snapshot_and_restore(tmp_path: Path) -> None:
         try:
             js = nc.jetstream(timeout=10)
             await js.add_stream(name=STREAM, subjects=["bk.>"], num_replicas=3)
-            snap = await _api(nc, f"STREAM.SNAPSHOT.{STREAM}", {"deliver_subject": "x"})
-            assert snap["error"]["err_code"] == 10064
-            assert "in a cluster are not supported" in snap["error"]["description"]
+            for i in range(5):
+                await js.publish(f"bk.{i}", b"x" * 100)
+            resp, data = await _snapshot(nc, STREAM)
+            assert resp["state"]["messages"] == 5 and resp["config"]["num_replicas"] == 3
+            assert data.startswith(backup.MAGIC)
             rest = await _api(nc, "STREAM.RESTORE.NEW", {"config": {"name": "NEW"}})
             assert rest["error"]["err_code"] == 10062
             assert "in a cluster are not supported" in rest["error"]["description"]
