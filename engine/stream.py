@@ -36,6 +36,7 @@ from engine.batch import HDR_BATCH_COMMIT, BatchResult, CheckedMsg, check_batch_
 from engine.consumer.consumers import ConsumerSet
 from engine.consumer.results import (
     AckResult,
+    CreateResult,
     DeleteResult,
     DeliverResult,
     SeqRange,
@@ -526,9 +527,20 @@ class Stream:
         result = self.consumers.apply(index, entry, self)
         if isinstance(result, DeliverResult | AckResult | TimeoutResult | DeleteResult):
             self._remove_unwanted(result.released)
+        elif isinstance(result, CreateResult) and not result.created:
+            self._after_consumer_update(result.name)
         self._consumers_blob = self.consumers.to_json()
         self._end(index)
         return result
+
+    def _after_consumer_update(self, name: str) -> None:
+        """An interest stream drops what an updated consumer (a filter changed) no longer owes
+        and nobody else needs, from its ack floor on (nats-server cleanupNoInterestMessages)."""
+        consumer = self.consumers.get(name)
+        if self._config.retention != "interest" or consumer is None or not self._index:
+            return
+        start = max(consumer.ack_floor.stream_seq + 1, self.state_first_seq())
+        self._remove_unwanted([SeqRange(start, self._last_seq)])
 
     def _remove_unwanted(self, candidates: tuple[SeqRange, ...] | list[SeqRange]) -> None:
         retention = self._config.retention

@@ -1485,6 +1485,25 @@ async def test_interest_retention(diff: Differ) -> None:
     await diff.run(cleaned(scenario))
 
 
+async def test_interest_after_a_filter_change(diff: Differ) -> None:
+    """An interest stream drops what an updated consumer no longer sees and nobody else needs
+    (nats-server's cleanupNoInterestMessages after a filter change)."""
+
+    async def scenario(s: Session) -> None:
+        c = Consumers(s)
+        st = await c.stream(retention="interest")
+        config = {"durable_name": "F", "ack_policy": "explicit"}
+        await c.create(st, "F", config)
+        await c.fill(["a.1", "b.1", "a.2"])
+        await c.stream_state(st, 3, label="all owed to F")
+        narrowed = {**config, "filter_subject": s.subj("a.>")}
+        await c.create(st, "F", narrowed)
+        await c.stream_state(st, 2, label="b.1 lost its only interest")
+        await c.info(st, "F")
+
+    await diff.run(cleaned(scenario))
+
+
 async def test_pause_and_resume(diff: Differ) -> None:
     """CONSUMER.PAUSE: the reply, the config's pause_until and required level, INFO's paused and
     pause_remaining, a no_wait pull answered 404 while paused, delivery after the resume."""
