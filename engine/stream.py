@@ -596,9 +596,14 @@ class Stream:
 
     def _counter_total(self, subject: str) -> int | ApiError:  # for atomic batches
         """The subject's current counter total (0 when it has none yet)."""
+        return self._counter_last(subject)[1]
+
+    def _counter_last(self, subject: str) -> tuple[StoredMsg | None, int | ApiError]:
+        """The subject's latest message and the counter total it holds (None and 0 before the
+        first; 10172 when it holds no total)."""
         last = self._index.last_seq(subject)
         stored = self._store.load(last) if last else None
-        return total_of(stored.data) if stored is not None else 0
+        return stored, (total_of(stored.data) if stored is not None else 0)
 
     def take_republished(self) -> list[Republish]:
         """What the entries applied since the last call are to be republished as (the stream
@@ -754,9 +759,7 @@ class Stream:
     ) -> tuple[bytes, int] | ApiError:
         """A counter message's header and new total: the increment added to the subject's
         total, or for a sourced message the change in its source's total."""
-        last = self._index.last_seq(subject)
-        previous = self._store.load(last) if last else None
-        total = total_of(previous.data) if previous is not None else 0
+        previous, total = self._counter_last(subject)
         if isinstance(total, ApiError):
             return total
         previous_hdr = previous.hdr if previous is not None else None

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -61,7 +62,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -293,37 +294,30 @@ def _reserve_ports(count: int, port_range: range | None = None) -> list[socket.s
 
     The ports are taken outside the ephemeral range when there is room: a killed node's ports
     are free until it restarts, and an outgoing connection (a proxy's, a client's) must not be
-    given one of them as its local port meanwhile."""
-    held: list[socket.socket] = []
-    if port_range is not None:  # the run was given its ports: take them in order
-        return _reserve_in_range(count, port_range)
+    given one of them as its local port meanwhile. A run given its ports takes them in order."""
+    if port_range is not None:
+        held = _hold(count, iter(port_range))
+        if len(held) < count:
+            for sock in held:
+                sock.close()
+            raise DBError(
+                f"ports {port_range.start}-{port_range.stop - 1} hold only {len(held)} free "
+                f"ports; the nodes need {count}"
+            )
+        return held
     chooser = random.SystemRandom()  # port choice is not part of the seeded schedule
     candidates = listen_port_candidates()
-    try:
-        attempts = 0
-        while len(held) < count:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            port = 0
-            if len(candidates) > count and attempts < RESERVE_ATTEMPTS_MAX:
-                attempts += 1
-                port = chooser.choice(candidates)
-            try:
-                sock.bind((HOST, port))
-            except OSError:
-                sock.close()
-                continue
-            held.append(sock)
-    except BaseException:
-        for sock in held:
-            sock.close()
-        raise
-    return held
+    tries = RESERVE_ATTEMPTS_MAX if len(candidates) > count else 0
+    picks = (chooser.choice(candidates) for _ in range(tries))
+    return _hold(count, itertools.chain(picks, itertools.repeat(0)))  # 0: the OS picks
 
 
-def _reserve_in_range(count: int, port_range: range) -> list[socket.socket]:
+def _hold(count: int, ports: Iterator[int]) -> list[socket.socket]:
+    """Sockets bound to the first ``count`` of ``ports`` that are free (fewer if ``ports`` runs
+    out); on any failure, none stay open."""
     held: list[socket.socket] = []
     try:
-        for port in port_range:
+        for port in ports:
             if len(held) == count:
                 break
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -337,13 +331,6 @@ def _reserve_in_range(count: int, port_range: range) -> list[socket.socket]:
         for sock in held:
             sock.close()
         raise
-    if len(held) < count:
-        for sock in held:
-            sock.close()
-        raise DBError(
-            f"ports {port_range.start}-{port_range.stop - 1} hold only {len(held)} free ports; "
-            f"the nodes need {count}"
-        )
     return held
 
 

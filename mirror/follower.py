@@ -36,10 +36,16 @@ from typing import Any, Final
 from cluster.extensions import StreamAttachment
 from cluster.router import Router
 from cluster.stream_host import AnyStreamHost
-from engine.entries import MirroredMsg, MirrorEntry
-from engine.mirror_fetch import FETCH_MSGS_MAX, FetchRequest
+from engine.entries import MirrorEntry
 from engine.sources import SourceSpec
-from mirror.upstream import UpstreamClient, config_info, follow, start_time_ns
+from mirror.upstream import (
+    UpstreamClient,
+    config_info,
+    fetch_request,
+    follow,
+    fresh_msgs,
+    start_time_ns,
+)
 
 log = logging.getLogger("jetraft.mirror")
 
@@ -141,21 +147,12 @@ class MirrorFollower(StreamAttachment):
                 start = mirror_cfg.opt_start_seq
             elif mirror_cfg.opt_start_time is not None:
                 start = 0
-        request = FetchRequest(
-            seq=start,
-            start_time_ns=start_time_ns(mirror_cfg.opt_start_time) if start == 0 else 0,
-            filter=self._filters[0] if len(self._filters) == 1 else "",
-            filters=self._filters if len(self._filters) > 1 else (),
-            max_msgs=FETCH_MSGS_MAX,
-        )
+        since_ns = start_time_ns(mirror_cfg.opt_start_time) if start == 0 else 0
+        request = fetch_request(start, since_ns, self._filters)
         reply = await self._upstream.fetch(self.upstream, request)
         self.last_contact_ns = time.time_ns()
         self.upstream_last_seq = reply.last_seq
-        fresh = tuple(
-            MirroredMsg(m.seq, m.subject, m.hdr, m.data, m.ts_ns)
-            for m in reply.msgs
-            if m.seq > stream.last_seq
-        )
+        fresh = fresh_msgs(reply, stream.last_seq)
         covered = reply.last_seq if reply.complete else 0
         if fresh:
             await self.host.propose(MirrorEntry(time.time_ns(), fresh, reply.last_seq, covered))

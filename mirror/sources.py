@@ -25,11 +25,17 @@ from typing import Any
 
 from cluster.extensions import StreamAttachment
 from cluster.stream_host import AnyStreamHost
-from engine.entries import MirroredMsg, SourceEntry
-from engine.mirror_fetch import FETCH_MSGS_MAX, FetchRequest
+from engine.entries import SourceEntry
 from engine.sources import SourceSpec, stream_identity
 from mirror.follower import MIRROR_ACTIVE_NEVER
-from mirror.upstream import UpstreamClient, config_info, follow, start_time_ns
+from mirror.upstream import (
+    UpstreamClient,
+    config_info,
+    fetch_request,
+    follow,
+    fresh_msgs,
+    start_time_ns,
+)
 from protocol.models import StreamSource
 
 log = logging.getLogger("jetraft.sources")
@@ -137,22 +143,11 @@ class SourcesFollower(StreamAttachment):
                 start = cfg.opt_start_seq
             elif cfg.opt_start_time is not None:
                 start, since_ns = 0, start_time_ns(cfg.opt_start_time)
-        filters = source.spec.filters
-        request = FetchRequest(
-            seq=start,
-            start_time_ns=since_ns,
-            filter=filters[0] if len(filters) == 1 else "",
-            filters=filters if len(filters) > 1 else (),
-            max_msgs=FETCH_MSGS_MAX,
-        )
+        request = fetch_request(start, since_ns, source.spec.filters)
         reply = await self._upstream.fetch(cfg.name, request)
         source.last_contact_ns = time.time_ns()
         source.upstream_last_seq = reply.last_seq
-        fresh = tuple(
-            MirroredMsg(m.seq, m.subject, m.hdr, m.data, m.ts_ns)
-            for m in reply.msgs
-            if m.seq > position
-        )
+        fresh = fresh_msgs(reply, position)
         if fresh:
             ident = stream_identity(reply.created_ns) if reply.created_ns else ""
             entry = SourceEntry(time.time_ns(), iname, fresh, reply.last_seq, ident)

@@ -15,7 +15,14 @@ from typing import Any, Final
 
 from cluster.mirror_fetch_responder import MIRROR_FETCH_PREFIX
 from cluster.router import Router
-from engine.mirror_fetch import FetchError, FetchReply, FetchRequest, decode_reply
+from engine.entries import MirroredMsg
+from engine.mirror_fetch import (
+    FETCH_MSGS_MAX,
+    FetchError,
+    FetchReply,
+    FetchRequest,
+    decode_reply,
+)
 from protocol.errors import ApiError
 from protocol.models import StreamSource
 from protocol.timefmt import parse_rfc3339_unix_ns
@@ -102,6 +109,25 @@ async def follow(
         delay = RETRY_MIN_S
         if not moved:
             await asyncio.sleep(IDLE_POLL_S)
+
+
+def fetch_request(seq: int, since_ns: int, filters: tuple[str, ...]) -> FetchRequest:
+    """A fetch of everything from ``seq`` (or, with seq 0, from ``since_ns``) matching
+    ``filters`` (none: everything), a full batch at most."""
+    return FetchRequest(
+        seq=seq,
+        start_time_ns=since_ns,
+        filter=filters[0] if len(filters) == 1 else "",
+        filters=filters if len(filters) > 1 else (),
+        max_msgs=FETCH_MSGS_MAX,
+    )
+
+
+def fresh_msgs(reply: FetchReply, above: int) -> tuple[MirroredMsg, ...]:
+    """The reply's messages above upstream seq ``above``, as log entries carry them."""
+    return tuple(
+        MirroredMsg(m.seq, m.subject, m.hdr, m.data, m.ts_ns) for m in reply.msgs if m.seq > above
+    )
 
 
 def config_info(config: StreamSource) -> dict[str, Any]:
