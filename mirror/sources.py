@@ -57,7 +57,9 @@ class _Source:
 class SourcesFollower(StreamAttachment):
     def __init__(self, host: AnyStreamHost) -> None:
         self.host = host
-        self._upstream = UpstreamClient(host.router)
+        # made with the first source: every stream but a mirror gets a follower, most never
+        # have sources, and an inbox subscription per stream would be wasted
+        self._upstream: UpstreamClient | None = None
         self._sources: dict[str, _Source] = {}
         self._closing = False
 
@@ -78,6 +80,8 @@ class SourcesFollower(StreamAttachment):
         loop = asyncio.get_running_loop()
         for iname, config in wanted.items():
             if iname not in self._sources:
+                if self._upstream is None:
+                    self._upstream = UpstreamClient(self.host.router)
                 source = _Source(config)
                 source.task = loop.create_task(self._run(source))
                 self._sources[iname] = source
@@ -88,7 +92,8 @@ class SourcesFollower(StreamAttachment):
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        self._upstream.close()
+        if self._upstream is not None:
+            self._upstream.close()
 
     def info(self) -> dict[str, Any]:
         """STREAM.INFO's ``sources`` list (nats-server's StreamSourceInfo for each)."""
@@ -144,6 +149,7 @@ class SourcesFollower(StreamAttachment):
             elif cfg.opt_start_time is not None:
                 start, since_ns = 0, start_time_ns(cfg.opt_start_time)
         request = fetch_request(start, since_ns, source.spec.filters)
+        assert self._upstream is not None, "made before the first source's task"
         reply = await self._upstream.fetch(cfg.name, request)
         source.last_contact_ns = time.time_ns()
         source.upstream_last_seq = reply.last_seq
