@@ -23,6 +23,7 @@ from typing import Any
 
 import nats
 import pytest
+from nats.js.errors import BadRequestError
 
 from jepsen_like import db as dbmod
 from jepsen_like.db import (
@@ -48,6 +49,7 @@ from jepsen_like.nemesis import (
     make_nemesis,
     ring_cut,
 )
+from protocol.errors import CLUSTER_NO_PEERS
 
 PYTHON = str(Path(sys.executable))
 WAIT_S = 30.0
@@ -526,7 +528,20 @@ async def test_nats_server_cluster_start_kill_restart_stop(tmp_path: Path) -> No
     try:
         nc = await nats.connect(db.client_url("n2"))
         js = nc.jetstream()
-        await js.add_stream(name=STREAM, subjects=[f"{STREAM.lower()}.>"], num_replicas=3)
+
+        async def created() -> bool:
+            # nats-server places a stream only on peers whose first STATSZ its meta leader has
+            # received; until then a create answers 10005 "peer offline", which it may for a
+            # moment after every node looks ready
+            try:
+                await js.add_stream(name=STREAM, subjects=[f"{STREAM.lower()}.>"], num_replicas=3)
+            except BadRequestError as exc:
+                if exc.err_code != CLUSTER_NO_PEERS.err_code:
+                    raise
+                return False
+            return True
+
+        await _eventually(created, "an R3 stream placed")
         await js.publish(f"{STREAM.lower()}.x", b'{"id": "a"}')
         await nc.close()
         leader = await _eventually(lambda: db.stream_leader(STREAM), "a stream leader")
