@@ -12,12 +12,12 @@ same order, the same errors), and then either the operation or a refusal:
 * carried out: META.LEADER.STEPDOWN (the meta group's leadership moves to a caught-up peer,
   the placement's if it names one), ACCOUNT.PURGE (every stream of the account is deleted),
   STREAM.CANCEL_MOVE and ACCOUNT.STREAM.CANCEL_MOVE (no move is ever in progress: 10129),
-  STREAM.SNAPSHOT and STREAM.RESTORE on a single server (``cluster/backup.py``);
+  STREAM.SNAPSHOT and STREAM.RESTORE (``cluster/backup.py``; in a cluster the stream leader
+  sends a snapshot and the meta leader takes an upload and seeds the new stream's group);
 * refused with the closest error of nats-server's catalogue and a description saying that
   jetraft does not support it: STREAM.PEER.REMOVE|EVACUATE, ACCOUNT.STREAM.MOVE and
   SERVER.EVACUATE (10005: a stream's peers are fixed), SERVER.REMOVE (10041: so is the
-  cluster's membership), META.RESCUE (10224), and in a cluster STREAM.SNAPSHOT (10064) and
-  STREAM.RESTORE (10062).
+  cluster's membership) and META.RESCUE (10224).
 
 As nats-server, a single server answers the stream subjects (10010 for those that need a
 cluster) and ACCOUNT.PURGE, and stays silent on the other system subjects.
@@ -44,7 +44,6 @@ from protocol.models import (
     MetaServerRemoveRequest,
     MetaServerStreamMoveRequest,
     Placement,
-    StreamConfig,
     StreamRemovePeerRequest,
     StreamRestoreRequest,
     StreamSnapshotRequest,
@@ -87,13 +86,6 @@ class MetaGroup(Protocol):
     def step_down_meta(self, placement: Placement | None) -> str:
         """Hand the meta group's leadership over (this node leads it); the peer asked."""
         ...
-
-
-@runtime_checkable
-class Backups(Protocol):
-    """What STREAM.RESTORE asks of a single server (``cluster/local_streams.py``)."""
-
-    def begin_restore(self, cfg: StreamConfig) -> backup.RestoreSession: ...
 
 
 class AdminApi:
@@ -274,8 +266,6 @@ class AdminApi:
             raise ApiError(E.STREAM_NAME_EXIST_RESTORE_FAILED)
         if self.meta is not None and config.num_replicas > len(self.meta.peers):
             raise ApiError(E.CLUSTER_NO_PEERS, err="no suitable peers for placement")
-        if not isinstance(self.authority, Backups):
-            raise ApiError(E.STREAM_RESTORE, err=f"stream restores in a cluster are {_NOT_YET}")
         session = self.authority.begin_restore(config)
         return {"type": api_json.STREAM_RESTORE_RESPONSE, "deliver_subject": session.subject}
 

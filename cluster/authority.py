@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from cluster.backup import RestoreSession
 from cluster.stream_host import AnyStreamHost
 from protocol.models import StreamConfig
 
@@ -63,6 +64,10 @@ class StreamAuthority(Protocol):
         ...
 
     async def delete(self, name: str) -> None: ...
+
+    def begin_restore(self, cfg: StreamConfig) -> RestoreSession:
+        """STREAM.RESTORE: take an upload of a backup of ``cfg.name`` (``cluster/backup.py``)."""
+        ...
 
     def writer(self, name: str) -> AnyStreamHost:
         """The host that proposes for ``name`` here; else ``STREAM_NOT_FOUND`` or

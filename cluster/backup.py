@@ -1,5 +1,5 @@
-"""Stream backups on a single server: STREAM.SNAPSHOT's chunked download and STREAM.RESTORE's
-chunked upload, paced as nats-server paces them (``server/jetstream_api.go``).
+"""Stream backups: STREAM.SNAPSHOT's chunked download and STREAM.RESTORE's chunked upload, paced
+as nats-server paces them (``server/jetstream_api.go``).
 
 The bytes are jetraft's own format (a nats-server backup cannot be restored here, nor the other
 way round): the engine's state transfer (``engine/state_transfer.py``) for a fresh store, which
@@ -24,7 +24,9 @@ subject, answered empty; an empty chunk ends the upload and is answered with the
 STREAM.CREATE response of the restored stream (or a 10062 error). The transfer is applied to a
 staging store as the chunks arrive; anything malformed ends the session with a 10062 error and
 removes the staging store, so a bad upload leaves no stream. RESTORE_IDLE_S without a chunk
-(nats-server's activity interval) ends it silently.
+(nats-server's activity interval) ends it silently. What happens to a whole upload is the
+authority's (``RestoreUploads``' finisher): a single server hosts the staging store as the
+stream; a cluster's meta leader creates the stream's group and seeds it (``cluster/raft_log.py``).
 
 Must never: leave a half-restored stream, or accept bytes whose checksums do not hold.
 """
@@ -37,7 +39,7 @@ import logging
 import shutil
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -50,7 +52,7 @@ from engine.stream import Stream
 from protocol import api_json, gojson
 from protocol import errors as E
 from protocol.errors import ApiError
-from protocol.models import StreamSnapshotRequest
+from protocol.models import StreamConfig, StreamSnapshotRequest
 
 log = logging.getLogger("jetraft.backup")
 
@@ -64,6 +66,7 @@ WINDOW_SIZE_RANGE: Final = (1024, 32 * 1024 * 1024)
 SNAPSHOT_ACK_TIMEOUT_S: Final = 5.0
 SNAPSHOT_INTEREST_WAIT_S: Final = 2.0
 RESTORE_IDLE_S: Final = 5.0  # nats-server's activityInterval
+RESTORES_IN_PROGRESS_MAX: Final = 8  # uploads from the network at once (each a staging store)
 # an upload from the network never fills the disk: it must leave this much free
 RESTORE_DISK_RESERVE_BYTES: Final = 256 * 1024 * 1024
 # One frame of the archive: a transfer chunk (1 MiB of records, or one larger message).
@@ -231,7 +234,43 @@ async def send_snapshot(
 # ====================================================================== upload
 
 # finish(stream) hosts the restored stream and returns its STREAM.CREATE response
-Finisher = Callable[[Stream], dict[str, Any]]
+Finisher = Callable[[Stream], Awaitable[dict[str, Any]]]
+# the authority's part: (staging dir, staging store, restored stream) -> STREAM.CREATE response;
+# it owns the staging store once it returns, and leaves it to the session when it raises
+Adopter = Callable[[Path, MessageStore, Stream], Awaitable[dict[str, Any]]]
+
+
+class RestoreUploads:
+    """This node's uploads in progress, at most RESTORES_IN_PROGRESS_MAX, each into a staging
+    store of its own under ``root`` (emptied at start: uploads a restart cut short)."""
+
+    def __init__(
+        self, router: Router, root: Path, open_store: Callable[[StreamConfig, Path], MessageStore]
+    ) -> None:
+        self._router = router
+        self._root = root
+        self._open_store = open_store
+        self._sessions: list[RestoreSession] = []
+
+    def clear(self) -> None:
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    def begin(self, cfg: StreamConfig, adopt: Adopter) -> RestoreSession:
+        self._sessions = [r for r in self._sessions if r.active]
+        if len(self._sessions) >= RESTORES_IN_PROGRESS_MAX:
+            raise ApiError(
+                E.STREAM_RESTORE, err=f"{RESTORES_IN_PROGRESS_MAX} restores are already in progress"
+            )
+        staging = self._root / new_event_id()
+        staging.mkdir(parents=True)
+        store = self._open_store(cfg, staging)
+
+        async def finish(restored: Stream) -> dict[str, Any]:
+            return await adopt(staging, store, restored)
+
+        session = RestoreSession(self._router, cfg.name, staging, store, finish)
+        self._sessions.append(session)
+        return session
 
 
 class RestoreSession:
@@ -255,6 +294,7 @@ class RestoreSession:
         self._sub: Subscription | None = router.subscribe_internal(self.subject, self._on_chunk)
         loop = asyncio.get_running_loop()
         self._idle = loop.call_later(RESTORE_IDLE_S, self._stalled)
+        self._finishing: asyncio.Task[None] | None = None
         self.total = 0
 
     def _on_chunk(self, _subject: str, reply: str | None, _hdr: bytes | None, data: bytes) -> None:
@@ -283,20 +323,28 @@ class RestoreSession:
         except ArchiveError as exc:
             self._fail(reply, str(exc))
             return
+        self._close_sub()
+        self._finishing = asyncio.get_running_loop().create_task(self._complete(reply, restored))
+
+    async def _complete(self, reply: str, restored: Stream) -> None:
         try:
-            body = self._finish(restored)
+            body = await self._finish(restored)
         except ApiError as err:
+            log.warning("restore of stream %s failed: %s", self.stream, err)
             self._abort()
             self._reply(reply, api_json.error_response(api_json.STREAM_CREATE_RESPONSE, err))
             return
-        self._close_sub()
+        except Exception as exc:
+            log.exception("restore of stream %s failed", self.stream)
+            self._fail(reply, f"restore failed: {exc}")
+            return
         log.info("restored stream %s from %d bytes", self.stream, self.total)
         self._reply(reply, body)
 
     @property
     def active(self) -> bool:
-        """Still taking chunks (not finished, failed or dropped as idle)."""
-        return self._sub is not None
+        """Still taking chunks or finishing (not done, failed or dropped as idle)."""
+        return self._sub is not None or (self._finishing is not None and not self._finishing.done())
 
     def _disk_free(self) -> int:
         try:

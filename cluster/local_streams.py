@@ -10,7 +10,6 @@ Must never: leave a config file half-written, or open a stream twice.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import os
@@ -20,8 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cluster.backup import RestoreSession
-from cluster.batching import BatchContext, new_event_id
+from cluster.backup import RestoreSession, RestoreUploads
+from cluster.batching import BatchContext
 from cluster.extension_loader import attach_all, load_attachers
 from cluster.local_log import LocalLog
 from cluster.router import Router
@@ -36,14 +35,13 @@ from protocol import api_json, gojson
 from protocol import errors as E
 from protocol.errors import ApiError
 from protocol.models import StreamConfig
-from protocol.stream_config import check_restored_subjects
+from protocol.stream_config import check_restorable
 
 log = logging.getLogger("jetraft.jetstream")
 
 CONFIG_FILE = "config.json"
 MSGS_DIR = "msgs"
 RESTORE_DIR = "restore"  # STREAM.RESTORE's staging stores, one per upload
-RESTORES_IN_PROGRESS_MAX = 8  # uploads from the network at once (each holds a staging store)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -99,8 +97,7 @@ class LocalStreams:
         self.server_name = server_name
         self.batch_context = batch_context
         self.streams_dir = streams_dir(store_dir)
-        self.restore_dir = store_dir / "jetstream" / RESTORE_DIR
-        self._restores: list[RestoreSession] = []  # uploads in progress (bounded)
+        self._restores = RestoreUploads(router, store_dir / "jetstream" / RESTORE_DIR, open_store)
         self._hosts: dict[str, StreamHost[LocalLog]] = {}
         self.ready = asyncio.Event()
         self.attachers = load_attachers()  # stream extensions (mirror/): cluster/extensions.py
@@ -112,7 +109,7 @@ class LocalStreams:
     # --- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
         self.streams_dir.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(self.restore_dir, ignore_errors=True)  # uploads a restart cut short
+        self._restores.clear()
         for stream_dir in sorted(self.streams_dir.iterdir()):
             cfg_path = stream_dir / CONFIG_FILE
             if not cfg_path.is_file():
@@ -187,30 +184,14 @@ class LocalStreams:
 
     # --- STREAM.RESTORE (cluster/backup.py) ------------------------------------------------------
     def begin_restore(self, cfg: StreamConfig) -> RestoreSession:
-        """An upload of a snapshot of ``cfg.name`` into a staging store; at most
-        ``RESTORES_IN_PROGRESS_MAX`` at a time, each ended by completion, failure or 5 s idle."""
-        self._restores = [r for r in self._restores if r.active]
-        if len(self._restores) >= RESTORES_IN_PROGRESS_MAX:
-            raise ApiError(
-                E.STREAM_RESTORE, err=f"{RESTORES_IN_PROGRESS_MAX} restores are already in progress"
-            )
-        staging = self.restore_dir / new_event_id()
-        staging.mkdir(parents=True)
-        store = open_store(cfg, staging)
-        session = RestoreSession(
-            self.router, cfg.name, staging, store, functools.partial(self._adopt, staging, store)
-        )
-        self._restores.append(session)
-        return session
+        """An upload of a snapshot of ``cfg.name`` (cluster/backup.py)."""
+        return self._restores.begin(cfg, self._adopt)
 
-    def _adopt(self, staging: Path, store: MessageStore, restored: Stream) -> dict[str, Any]:
+    async def _adopt(self, staging: Path, store: MessageStore, restored: Stream) -> dict[str, Any]:
         """Host the stream an upload restored (STREAM.CREATE's response), unless its name or
         subjects are taken meanwhile."""
         cfg = restored.config
-        existing = self.configs()
-        if cfg.name in existing:
-            raise ApiError(E.STREAM_NAME_EXIST_RESTORE_FAILED)
-        check_restored_subjects(cfg, existing)
+        check_restorable(cfg, self.configs())
         store.flush()
         store.fsync()
         target = self.streams_dir / cfg.name

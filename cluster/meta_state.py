@@ -27,14 +27,19 @@ class Assignment:
     config: dict[str, Any]
     peers: list[str]
     created_ns: int
+    # a restored backup: the replicas wait for the state the first peer seeds (raft_log.seed)
+    restoring: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "name": self.name,
             "config": self.config,
             "peers": self.peers,
             "created_ns": self.created_ns,
         }
+        if self.restoring:
+            doc["restoring"] = True
+        return doc
 
 
 @dataclass
@@ -49,7 +54,11 @@ class MetaState:
             if name in self.assignments:
                 return "exists"
             self.assignments[name] = Assignment(
-                name, dict(cmd["config"]), [str(p) for p in cmd["peers"]], int(cmd["created_ns"])
+                name,
+                dict(cmd["config"]),
+                [str(p) for p in cmd["peers"]],
+                int(cmd["created_ns"]),
+                cmd.get("restoring") is True,
             )
             return None
         if op == "del":
@@ -74,6 +83,7 @@ class MetaState:
                 dict(item["config"]),
                 [str(p) for p in item["peers"]],
                 int(item["created_ns"]),
+                item.get("restoring") is True,
             )
             state.assignments[sa.name] = sa
         return state

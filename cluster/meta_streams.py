@@ -37,9 +37,17 @@ from pathlib import Path
 from typing import Any
 
 from cluster.apply_log import ApplyLog, observe_applies
+from cluster.backup import RestoreSession, RestoreUploads
 from cluster.batching import BatchContext
 from cluster.extension_loader import attach_all, load_attachers
-from cluster.local_streams import MSGS_DIR, offline_stream, open_store, streams_dir, write_atomic
+from cluster.local_streams import (
+    MSGS_DIR,
+    RESTORE_DIR,
+    offline_stream,
+    open_store,
+    streams_dir,
+    write_atomic,
+)
 from cluster.meta_state import Assignment, MetaState, decode_meta_command, encode_meta_command
 from cluster.raft import NotLeaderError, RaftDriver, RaftGroup
 from cluster.raft_log import RaftLog
@@ -49,11 +57,13 @@ from cluster.stream_host import AnyStreamHost, StreamHost
 from cluster.stream_info import host_info
 from engine.filestore import FileStore
 from engine.state_transfer import resume_request
+from engine.store import MessageStore
 from engine.stream import Stream
 from protocol import api_json, gojson
 from protocol import errors as E
 from protocol.errors import ApiError
 from protocol.models import Placement, StreamConfig
+from protocol.stream_config import check_restorable
 from protocol.timefmt import format_rfc3339nano
 
 log = logging.getLogger("jetraft.cluster")
@@ -106,6 +116,7 @@ class MetaStreams:
         self._inbox_seq = 0
         self._form_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._restores = RestoreUploads(router, store_dir / "jetstream" / RESTORE_DIR, open_store)
         self.ready = asyncio.Event()
 
     @property
@@ -116,6 +127,7 @@ class MetaStreams:
     def start(self) -> None:
         self.streams_dir.mkdir(parents=True, exist_ok=True)
         self.meta_dir.mkdir(parents=True, exist_ok=True)
+        self._restores.clear()
         self.driver.start()
         self.driver.tick_callbacks.append(self._on_tick)
         self._form_task = asyncio.get_running_loop().create_task(self._form_meta())
@@ -242,6 +254,7 @@ class MetaStreams:
                 raft_dir=stream_dir / "raft",
                 self_id=self.server_name,
                 peers=sa.peers,
+                incarnation=sa.created_ns,
                 transport=self.routes,
                 driver=self.driver,
                 apply_observer=apply_observer,
@@ -251,6 +264,8 @@ class MetaStreams:
             on_role_change=self._stream_leader_changed,
         )
         self.replicas[cfg.name] = host
+        if sa.restoring:
+            host.await_seed()
         host.start()
         attach_all(host, self.attachers)
         return host
@@ -379,9 +394,10 @@ class MetaStreams:
     def _online_nodes(self) -> list[str]:
         return sorted(p for p in self.peers if p == self.server_name or self.routes.connected(p))
 
-    def _place(self, replicas: int) -> list[str]:
+    def _place(self, replicas: int, include: str | None = None) -> list[str]:
         """The ``replicas`` online nodes with the fewest streams; the first is the preferred
-        leader, so leaders spread as streams are added."""
+        leader, so leaders spread as streams are added. ``include``: a node that must be among
+        them, as the preferred leader (the one holding a restore's upload)."""
         load = {p: 0 for p in self._online_nodes()}
         leads = {p: 0 for p in load}
         for sa in self.state.assignments.values():
@@ -395,8 +411,9 @@ class MetaStreams:
             if len(load) < len(self.peers):
                 detail += ", peer offline"
             raise ApiError(E.CLUSTER_NO_PEERS, err=detail)
-        chosen = sorted(load, key=lambda p: (load[p], p))[:replicas]
-        chosen.sort(key=lambda p: (leads[p], load[p], p))
+        ranked = sorted(load, key=lambda p: (include != p, load[p], p))
+        chosen = ranked[:replicas]
+        chosen.sort(key=lambda p: (include != p, leads[p], load[p], p))
         return chosen
 
     async def _propose_meta(self, command: dict[str, Any]) -> Any:
@@ -440,6 +457,60 @@ class MetaStreams:
         if info is None:
             raise ApiError(E.CLUSTER_NOT_AVAIL)
         return {"type": api_json.STREAM_CREATE_RESPONSE, **info, "did_create": True}, created
+
+    # --- STREAM.RESTORE ------------------------------------------------------------------------
+    def begin_restore(self, cfg: StreamConfig) -> RestoreSession:
+        """An upload of a snapshot of ``cfg.name`` into a staging store on this node (the meta
+        leader); once whole, ``_adopt_restored`` makes it a stream of ``cfg.num_replicas``."""
+        return self._restores.begin(cfg, functools.partial(self._adopt_restored, cfg))
+
+    async def _adopt_restored(
+        self, request: StreamConfig, staging: Path, store: MessageStore, restored: Stream
+    ) -> dict[str, Any]:
+        """Create the stream's group on this node and the placement's others, waiting for the
+        restored state (``Assignment.restoring``), and seed it from here: this node's replica
+        copies the upload and every other replica fetches it by state transfer. Answered once
+        this replica holds it durably; the stream is deleted again if it cannot be seeded."""
+        replicas = max(1, request.num_replicas)
+        cfg = restored.config.model_copy(update={"num_replicas": replicas})
+        check_restorable(cfg, self.configs())
+        store.flush()
+        store.fsync()
+        cmd = {
+            "op": "add",
+            "name": cfg.name,
+            "config": cfg.model_dump(mode="json"),
+            "peers": self._place(replicas, include=self.server_name),
+            "created_ns": time.time_ns(),  # the group's incarnation; the stream keeps its own
+            "restoring": True,
+        }
+        if await self._propose_meta(cmd) is not None:
+            raise ApiError(E.STREAM_NAME_EXIST_RESTORE_FAILED)
+        try:
+            host = await self._leading_replica(cfg.name)
+            await host.log.seed(restored)
+        except BaseException:
+            await self._undo_restore(cfg.name)
+            raise
+        store.close()
+        shutil.rmtree(staging, ignore_errors=True)
+        return self.host_info(host, api_json.STREAM_CREATE_RESPONSE)
+
+    async def _leading_replica(self, name: str) -> StreamHost[RaftLog]:
+        """This node's replica of ``name`` once it leads (it is the preferred peer)."""
+        deadline = time.monotonic() + CREATE_LEADER_WAIT_S
+        while time.monotonic() < deadline:
+            host = self.replicas.get(name)
+            if host is not None and host.is_leader:
+                return host
+            await asyncio.sleep(CREATE_LEADER_POLL_S)
+        raise ApiError(E.STREAM_RESTORE, err="the restored stream's group did not elect this node")
+
+    async def _undo_restore(self, name: str) -> None:
+        try:
+            await self._propose_meta({"op": "del", "name": name})
+        except Exception:
+            log.exception("stream %s: a failed restore could not be undone", name)
 
     async def delete(self, name: str) -> None:
         if name not in self.state.assignments:

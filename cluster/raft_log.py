@@ -15,8 +15,15 @@ Every replica applies the group's committed entries to its own engine (through t
   follower handed a snapshot ahead of its store pauses the group and fetches the missing state
   from the leader (engine/state_transfer.py), over the Raft transport's catch-up messages.
 
+* **Seeding** (a backup restored into a new group, ``seed``): the leader that took the upload
+  proposes ``CMD_SEED`` as the group's first command; applying it, that replica copies the
+  restored stream into its store and adopts it as the state at the seed's index, and every other
+  replica pauses and fetches that state (or a later one) by state transfer, exactly as when a
+  snapshot is ahead of it. Entries after the seed that pysyncobj hands over before the pause
+  takes effect are left to the transfer, whose state must reach past them.
+
 Raft command bytes (versioned by their first byte): ``CMD_ENGINE`` + an ``engine.entries`` entry,
-or ``CMD_BARRIER`` (no state change).
+``CMD_BARRIER`` (no state change) or ``CMD_SEED``.
 
 Must never: change stream state other than by applying a committed entry; acknowledge before
 commit; expire on a follower's clock; answer a read barrier without a committed barrier entry.
@@ -42,6 +49,7 @@ from engine.state_transfer import (
     resume_request,
 )
 from engine.store import MessageStore
+from engine.stream import Stream
 from protocol import errors as E
 from protocol.errors import ApiError
 from protocol.raft_messages import (
@@ -55,6 +63,7 @@ log = logging.getLogger("jetraft.replica")
 
 CMD_ENGINE = 1
 CMD_BARRIER = 2
+CMD_SEED = 3
 PROPOSALS_INFLIGHT_MAX = 8
 # a follower this many entries behind the leader's commit stops answering Direct Get
 DIRECT_GET_LAG_MAX = 1000
@@ -79,6 +88,7 @@ class RaftLog:
         raft_dir: Path,
         self_id: str,
         peers: list[str],
+        incarnation: int,
         transport: RaftTransport,
         driver: RaftDriver,
         apply_observer: ApplyObserver = NO_APPLY_OBSERVER,
@@ -99,10 +109,14 @@ class RaftLog:
         self._catchup_task: asyncio.Task[None] | None = None
         self._transfer: tuple[int, TransferApplier, asyncio.Future[None]] | None = None
         self._transfer_seq = 0
-        stream = owner.stream
+        # the applied index a state transfer must reach before this replica applies entries
+        # again: a snapshot's, or the last entry skipped while waiting for a seed's state
+        self._catchup_floor = 0
+        self._seed_source: Stream | None = None  # a restored stream this leader is seeding
         self.group = RaftGroup(
-            # one name per incarnation: a re-created stream never hears its predecessor's Raft
-            f"S.{stream.config.name}.{stream.created_ns:x}",
+            # one name per incarnation (the assignment's creation time): a re-created stream
+            # never hears its predecessor's Raft, nor a restored one its backup's original
+            f"S.{owner.stream.config.name}.{incarnation:x}",
             self_id,
             peers,
             raft_dir,
@@ -284,16 +298,64 @@ class RaftLog:
         kind = payload[0]
         if kind == CMD_BARRIER:
             return index
-        if kind != CMD_ENGINE:
+        if kind not in (CMD_ENGINE, CMD_SEED):
             raise AssertionError(f"unknown stream command {kind}")
         if index <= self._owner.stream.applied_index:
             return None  # replayed after a restart: the store already holds its effect
+        if self.group.paused:
+            # waiting for a seed's state (the pause takes effect after this tick's applies):
+            # the transfer must bring a state that includes this entry
+            self._catchup_floor = max(self._catchup_floor, index)
+            return None
+        if kind == CMD_SEED:
+            return self._apply_seed(index)
         raw = payload[1:]
         entry = decode_entry(raw)
         self.apply_observer.applying()
         result = self._owner.apply(index, entry)
         self.apply_observer.applied(self._owner.stream, index, self.group.term_of, raw, entry)
         return result
+
+    # --- seeding a restored stream ---------------------------------------------------------
+    async def seed(self, source: Stream) -> None:
+        """Leader: make ``source`` (a restored backup in a store of its own) this new group's
+        state; returns once this replica adopted it (the followers copy it by state transfer)."""
+        if not self.is_leader:
+            raise ApiError(E.CLUSTER_NOT_LEADER)
+        if self._owner.stream.applied_index != 0:
+            raise AssertionError(f"stream {self.name}: seeding a stream that has state")
+        self._seed_source = source
+        future = self.group.propose(bytes([CMD_SEED]))
+        self.driver.kick(self.group.group_name)
+        try:
+            await future
+        except NotLeaderError:
+            raise ApiError(E.CLUSTER_NOT_LEADER) from None
+        finally:
+            self._seed_source = None
+        if self._owner.stream.applied_index == 0:
+            raise ApiError(E.CLUSTER_NOT_LEADER)  # applied by another path: not seeded here
+
+    def _apply_seed(self, index: int) -> None:
+        source = self._seed_source
+        if source is None:
+            # a follower (or the seeding node after a restart that lost the upload): the state
+            # is the seeding replica's, fetched like a snapshot that is ahead
+            log.info("stream %s: seeded at %d: fetching the state", self.name, index)
+            self._catchup_floor = max(self._catchup_floor, index)
+            self._start_catch_up()
+            return
+        self._seed_source = None
+        applier = TransferApplier(self._store, CatchupRequest.fresh())
+        for chunk in plan_transfer(source, CatchupRequest.fresh()):
+            applier.feed(chunk)
+        stream = applier.stream
+        stream.adopt(index, self._owner.stream.config.num_replicas)
+        self._store.sync()
+        self._owner.stream = stream
+        self.apply_observer.transferred(stream)
+        log.info("stream %s: seeded at %d (%d messages)", self.name, index, stream.state().messages)
+        self._owner.state_replaced()
 
     # --- snapshots ----------------------------------------------------------------------------
     def _snapshot(self, index: int) -> dict[str, Any]:
@@ -304,7 +366,10 @@ class RaftLog:
         assert self.group.last_applied >= index, (self.group.last_applied, index)
         self._store.sync()
         stream = self._owner.stream
-        return {"applied_index": stream.applied_index, "last_seq": stream.last_seq}
+        # while waiting for a state transfer the store lacks what the compacted entries did:
+        # the snapshot says so, and a restart fetches the state again
+        applied = max(stream.applied_index, self._catchup_floor if self.group.paused else 0)
+        return {"applied_index": applied, "last_seq": stream.last_seq}
 
     def _restore(self, index: int, state: dict[str, Any]) -> None:
         # the engine state the snapshot stands for: what its writer's engine had applied
@@ -313,14 +378,19 @@ class RaftLog:
         if applied >= needed:
             return
         # A snapshot from the leader, ahead of this replica: the log no longer has the entries
-        # in between. Stop applying (the driver skips a paused group; appends are still stored
-        # and acknowledged) and fetch the state those entries produced from the leader.
+        # in between: fetch the state those entries produced from the leader.
         log.warning(
             "stream %s: snapshot at %d is ahead of the local state at %d: state transfer",
             self.name,
             index,
             applied,
         )
+        self._catchup_floor = max(self._catchup_floor, needed)
+        self._start_catch_up()
+
+    def _start_catch_up(self) -> None:
+        """Stop applying (the driver skips a paused group; appends are still stored and
+        acknowledged) and fetch the state from the leader."""
         self.group.paused = True
         if self._catchup_task is None or self._catchup_task.done():
             self._catchup_task = asyncio.get_running_loop().create_task(self._catch_up())
@@ -355,10 +425,21 @@ class RaftLog:
             self._transfer = None
             if not applier.skipped:
                 self._owner.stream = applier.stream
-                self._owner.wake()
+                self._owner.state_replaced()
             self.apply_observer.transferred(self._owner.stream)
             self._store.sync()
             self.transfers_received += 1
+            if self._owner.stream.applied_index < self._catchup_floor:
+                # the leader's state is older than entries this replica already let pass
+                # (a seed's followers): fetch again once it has applied them
+                log.info(
+                    "stream %s: transferred state at %d, %d needed: again",
+                    self.name,
+                    self._owner.stream.applied_index,
+                    self._catchup_floor,
+                )
+                await asyncio.sleep(delay)
+                continue
             log.info(
                 "stream %s: state transfer from %s done (%d messages), applied index %d",
                 self.name,

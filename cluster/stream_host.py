@@ -117,6 +117,7 @@ class StreamHost(Generic[Log_co]):
         self._closing = False
         self._on_role_change = on_role_change
         self.offline = False
+        self._awaiting_seed = False
         self.attachments: list[StreamAttachment] = []  # cluster/extensions.py (mirror/ ...)
         # ``node_name`` answers Direct Gets that ask which node served them
         self.direct = DirectGetResponder(
@@ -251,6 +252,23 @@ class StreamHost(Generic[Log_co]):
         return result
 
     def wake(self) -> None:
+        self._wake.set()
+
+    def await_seed(self) -> None:
+        """Before ``start``: a replica of a stream whose restored backup has not reached it
+        yet takes nothing and serves nothing until its state arrives (``state_replaced``)."""
+        if self.stream.applied_index == 0:
+            self._awaiting_seed = True
+            self.offline = True
+
+    def state_replaced(self) -> None:
+        if self._awaiting_seed and self.stream.applied_index > 0:
+            log.info("stream %s: restored state arrived", self.name)
+            self._awaiting_seed = False
+            self.offline = False
+            self.refresh_subscriptions()
+            if self.is_leader:
+                self._schedule_expiry()
         self._wake.set()
 
     def role_changed(self) -> None:

@@ -49,6 +49,10 @@ class LogOwner(Protocol):
         """This node became, or stopped being, the one that may append."""
         ...
 
+    def state_replaced(self) -> None:
+        """``stream`` was replaced whole (a state transfer, or a restored backup seeded)."""
+        ...
+
 
 class StreamLog(Protocol):
     # True: closing waits until everything queued was appended and is durable (a local log

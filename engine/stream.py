@@ -1372,6 +1372,20 @@ class Stream:
     def _msg_size(self, subject: str, hdr: bytes, data: bytes) -> int:
         return limits.msg_size_bytes(self._config.storage, _utf8_len(subject), len(hdr), len(data))
 
+    def adopt(self, index: int, num_replicas: int) -> None:
+        """Make this stream (a restored backup) the state of a new log at ``index`` with
+        ``num_replicas``: its applied index came from the log it was taken from, which means
+        nothing to the new one, and the replica count is the restore's. Persists the meta.
+
+        Only for the one replica that seeds a new group; the others copy its state by transfer,
+        so this is no entry every replica must apply alike."""
+        if index < 0:
+            raise ValueError(f"adopted at index {index}")
+        if num_replicas != self._config.num_replicas:
+            self._set_config(self._config.model_copy(update={"num_replicas": num_replicas}))
+        self._applied_index = index
+        self._store.set_meta(self._encode_meta())
+
     def drop_consumers(self) -> None:
         """Forget every consumer (a backup restored without them) and persist the meta."""
         self.consumers = ConsumerSet()

@@ -938,7 +938,10 @@ def config_to_json(
     return out
 
 
-def check_restored_subjects(cfg: StreamConfig, existing: Mapping[str, StreamConfig]) -> None:
-    """A restored stream (STREAM.RESTORE) must not take subjects another stream listens on."""
+def check_restorable(cfg: StreamConfig, existing: Mapping[str, StreamConfig]) -> None:
+    """A restored stream (STREAM.RESTORE, once its upload is whole) must not take a name or
+    subjects another stream took meanwhile."""
+    if cfg.name in existing:
+        raise ApiError(errors.STREAM_NAME_EXIST_RESTORE_FAILED)
     if _overlaps_other_stream(cfg, existing, skip=None):
         raise ApiError(errors.STREAM_SUBJECT_OVERLAP)

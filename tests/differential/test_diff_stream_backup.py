@@ -14,7 +14,7 @@ from typing import Any
 import nats
 import pytest
 
-from tests.integration.test_stream_backup import snapshot_by_hand
+from tests.integration.backup_wire import snapshot_by_hand
 from tests.servers import ServerProc
 
 pytestmark = pytest.mark.differential
