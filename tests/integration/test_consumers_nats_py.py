@@ -30,6 +30,7 @@ REDELIVERY_TIMEOUT_S = 8.0  # nats-server checks pending acks on an ack_wait tim
 KV_BUCKET = "cfg"
 KV_HISTORY = 5
 WATCH_TIMEOUT_S = 3.0
+PURGE_DELETES_ATTEMPTS = 5  # nats-py may miss the markers on one call (see the test)
 OBJ_BUCKET = "files"
 POLL_TIMEOUT_S = 5.0
 POLL_INTERVAL_S = 0.05
@@ -376,8 +377,14 @@ async def test_kv_purge_deletes_removes_markers(js: JetStreamContext) -> None:
     info = await js.stream_info(f"KV_{KV_BUCKET}")
     assert info.state.messages == 5  # keep, gone twice, the DEL marker, the PURGE marker
 
-    assert await kv.purge_deletes(olderthan=-1) is True
-    info = await js.stream_info(f"KV_{KV_BUCKET}")
+    # nats-py's purge_deletes races its own watcher: when the consumer info it reads says
+    # nothing is pending before the delivered markers were handled, it ends with no markers and
+    # purges nothing (seen against nats-server). Another call then finds them.
+    for _attempt in range(PURGE_DELETES_ATTEMPTS):
+        assert await kv.purge_deletes(olderthan=-1) is True
+        info = await js.stream_info(f"KV_{KV_BUCKET}")
+        if info.state.messages == 1:
+            break
     assert info.state.messages == 1
     assert await kv.keys() == ["keep"]
     assert [e.key for e in await kv.history("keep")] == ["keep"]
