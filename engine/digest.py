@@ -95,9 +95,11 @@ def state_digest(
     last_msg_id: str,
     config_digest: bytes,
     consumers_digest: bytes = b"",
+    sources_digest: bytes = b"",
 ) -> bytes:
     """The digest two replicas at the same applied index must agree on (a stream that never had
-    consumers hashes no consumer state, so its digest is what it was before consumers existed)."""
+    consumers hashes no consumer state, one without source positions none either, so their
+    digest is what it was before consumers and sources existed)."""
     h = hashlib.blake2b(digest_size=DIGEST_BYTES)
     h.update(
         _STATE.pack(
@@ -117,6 +119,7 @@ def state_digest(
     h.update(msg_id)
     h.update(config_digest)
     h.update(consumers_digest)
+    h.update(sources_digest)
     return h.digest()
 
 

@@ -1296,7 +1296,15 @@ class Stream:
             last_msg_id=self._last_msg_id,
             config_digest=self._config_digest,
             consumers_digest=self.consumers.digest() if self._consumers_blob else b"",
+            sources_digest=self._sources_digest(),
         )
+
+    def _sources_digest(self) -> bytes:
+        """The sources' positions (where each source resumes): replicas that disagree on them
+        would take messages twice or skip them after a leader change."""
+        if not self._source_positions:
+            return b""
+        return json.dumps(self._source_positions, sort_keys=True).encode()
 
     def content_digest(self) -> bytes:
         """Digest of the live messages alone (seq, subject, ts, size, content of each), without

@@ -357,3 +357,22 @@ def test_schedule_publish_errors(make_harness: MakeHarness) -> None:
         schedule("0 30 9 * * mon-fri", "S.b", ("Nats-Schedule-Time-Zone", "Europe/Amsterdam")),
     )
     assert stored.error is None
+
+
+def test_the_digest_covers_the_sources_positions(make_harness: MakeHarness) -> None:
+    """Two replicas holding the same messages but resuming a source at different positions
+    would take messages twice or skip them after a leader change: their digests differ."""
+    src = StreamSource(name="O")
+    iname = SourceSpec.of(src).iname
+    msg_id = hdr(("Nats-Msg-Id", "once"))
+    digests = []
+    for skipped_through in (3, 4):
+        h = make_harness(sources=[src])
+        h.apply(SourceEntry(h.tick(), iname, (MirroredMsg(1, "o.a", msg_id, b"x", 1_001),), 1))
+        # a duplicate (by Nats-Msg-Id) is not stored, but the source's position moves past it
+        again = MirroredMsg(skipped_through, "o.a", msg_id, b"x", 1_000 + skipped_through)
+        h.apply(SourceEntry(h.tick(), iname, (again,), skipped_through))
+        assert h.stream.source_position(iname) == skipped_through
+        assert [m.seq for m in h.stream.store.scan()] == [1]
+        digests.append(h.stream.digest())
+    assert digests[0] != digests[1]
