@@ -12,6 +12,12 @@ member is chosen among local and remote members alike, weighted by each peer's m
 requests to a queue group (Direct Get in ``_sys_``) spread over every responder in the cluster.
 A message that arrived from a route is delivered locally only (the mesh is full).
 
+A local subscription (``subscribe_local``) is never told to peers and its handler is told which
+client connection published the message (None for the server's own publishes and for messages
+from a route): it answers this node's own clients only, as nats-server's ``$SYS.REQ.USER.INFO``
+(a system subscription whose interest is not propagated, so that the server the client is
+connected to is the one that answers).
+
 Must never: block, or await. Delivery appends to connection buffers; internal handlers are plain
 callables that schedule their own asynchronous work.
 """
@@ -61,8 +67,14 @@ class ClientConnection(Protocol):
     def forget_sub(self, sub: Subscription) -> None: ...
 
 
+# a local subscription's handler: (the publishing client connection or None, subject, reply,
+# headers, payload)
+OriginHandler = Callable[[ClientConnection | None, str, str | None, bytes | None, bytes], None]
+
+
 class Subscription:
-    """A client subscription (``conn`` set) or an internal one (``handler`` set)."""
+    """A client subscription (``conn`` set), an internal one (``handler`` set) or a local one
+    (``origin_handler`` set: never told to peers)."""
 
     __slots__ = (
         "conn",
@@ -70,6 +82,7 @@ class Subscription:
         "exclude",
         "handler",
         "max_msgs",
+        "origin_handler",
         "queue",
         "route",
         "sid",
@@ -90,6 +103,7 @@ class Subscription:
         self.sid = sid
         self.conn = conn
         self.handler = handler
+        self.origin_handler: OriginHandler | None = None
         self.max_msgs = 0
         self.delivered = 0
         # subjects under this prefix are not this subscription's, though its wildcard matches them
@@ -137,7 +151,7 @@ class Router:
             callback()
 
     def remove(self, sub: Subscription) -> None:
-        if self.sublist.remove(sub.subject, sub.queue, sub):
+        if self.sublist.remove(sub.subject, sub.queue, sub) and sub.origin_handler is None:
             self._interest_changed(sub, -1)
 
     def _interest_changed(self, sub: Subscription, delta: int) -> None:
@@ -214,6 +228,15 @@ class Router:
         self.add(sub)
         return sub
 
+    def subscribe_local(self, subject: str, handler: OriginHandler) -> Subscription:
+        """A subscription for this node's own clients: peers are not told of it, and
+        ``handler`` gets the connection that published each message (``remove`` ends it)."""
+        self._internal_sid += 1
+        sub = Subscription(subject, None, f"_INT_{self._internal_sid}")
+        sub.origin_handler = handler
+        self.sublist.insert(subject, None, sub)
+        return sub
+
     def publish(
         self,
         subject: str,
@@ -243,7 +266,7 @@ class Router:
                 continue
             if sub.exclude is not None and subject.startswith(sub.exclude):
                 continue
-            if self._deliver(sub, subject, reply, hdr, payload, shown):
+            if self._deliver(sub, subject, reply, hdr, payload, shown, origin):
                 delivered += 1
         for queue, members in result.queues.items():
             candidates = members
@@ -363,9 +386,11 @@ class Router:
         hdr: bytes | None,
         payload: bytes,
         shown: str | None = None,
+        origin: ClientConnection | None = None,
     ) -> bool:
         """False when the subscriber's permissions drop the message (nats-server deliverMsg:
-        a denied subject under a wildcard subscription); it then does not count."""
+        a denied subject under a wildcard subscription); it then does not count. ``origin``:
+        the publishing client, told to a local subscription's handler."""
         conn = sub.conn
         if conn is not None:
             perms = conn.perms
@@ -384,6 +409,8 @@ class Router:
             sub.handler(subject, reply, hdr, payload)
         elif conn is not None:
             conn.send_msg(subject, sub.sid, reply, hdr, payload)
+        elif sub.origin_handler is not None:
+            sub.origin_handler(origin, subject, reply, hdr, payload)
         return True
 
     def _no_responders(self, subject: str, reply: str, origin: ClientConnection) -> None:

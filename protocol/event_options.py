@@ -1,7 +1,8 @@
-"""The request bodies of nats-server's system requests (``$SYS.REQ.SERVER.PING[.<KIND>]`` and
-``$SYS.REQ.SERVER.<id>.<KIND>``): its ``*EventOptions`` structs (events.go), each the endpoint's
-options (``ConnzOptions``, ``JSzOptions``, ...) with the ``EventFilterOptions`` that pick which
-servers answer, under their JSON names. Decoded with Go's ``json.Unmarshal`` rules
+"""The request bodies of nats-server's system requests (``$SYS.REQ.SERVER.PING[.<KIND>]``,
+``$SYS.REQ.SERVER.<id>.<KIND>`` and ``$SYS.REQ.ACCOUNT.<account>.<KIND>``): its ``*EventOptions``
+structs (events.go), each the endpoint's options (``ConnzOptions``, ``JSzOptions``, ...) with the
+``EventFilterOptions`` that pick which servers answer, under their JSON names, and the body of an
+account's connection count request (``accNumConnsReq``). Decoded with Go's ``json.Unmarshal`` rules
 (``protocol/gojson.unmarshal``: unknown fields ignored, nats-server's error texts), so a bad
 body gets nats-server's ``json: cannot unmarshal ... into Go struct field
 ConnzEventOptions.sort of type server.SortOpt``.
@@ -136,6 +137,28 @@ class HealthzEventOptions(EventFilterOptions):
     stream: str = ""
     consumer: str = ""
     details: bool = False
+
+
+# the account requests' own kinds ($SYS.REQ.ACCOUNT.<account>.INFO, .STATZ and .CONNS)
+class AccInfoEventOptions(EventFilterOptions):
+    go_name: ClassVar[str] = "server.AccInfoEventOptions"
+
+
+class AccountStatzEventOptions(EventFilterOptions):
+    go_name: ClassVar[str] = "server.AccountStatzEventOptions"
+
+    accounts: list[str] | None = None
+    include_unused: bool = False
+
+
+class AccountConnsRequest(GoStruct):
+    """nats-server ``accNumConnsReq`` (its ``server`` object is not read): ``acc`` must name
+    the subject's account. Go tells an absent ``acc`` from an empty one; this model cannot, so
+    an empty one counts as absent."""
+
+    go_name: ClassVar[str] = "server.accNumConnsReq"
+
+    acc: str = ""
 
 
 # the kinds jetraft does not serve: decoded only to answer a bad body as nats-server does

@@ -5,7 +5,8 @@ and each answers for itself, as every server of a nats-server cluster does (``na
 collects them); ``$SYS.REQ.SERVER.<id>.<KIND>`` reaches the one node it names; a filter or
 ``leader_only`` leaves the other nodes silent. The statsz of each node lists its routes and the
 meta group, in full on the meta leader only, with the keys a 3-node nats-server cluster gives
-(probed; jetraft leaves out ``gomaxprocs``).
+(probed; jetraft leaves out ``gomaxprocs``). An account's request reaches every node too;
+``$SYS.REQ.USER.INFO`` is answered by the requesting client's own node alone.
 
 Must never: sleep blindly (waits poll with deadlines), or leave a node running.
 """
@@ -187,3 +188,32 @@ async def test_a_leader_only_jsz_is_answered_by_the_meta_leader(clients: list[NA
         replies = await collect(nc, f"{PING}.JSZ", b'{"leader_only": true}', expect=1)
         assert [r["server"]["name"] for r in replies] == [leader]
         assert replies[0]["data"]["meta_cluster"]["leader"] == leader
+
+
+async def test_user_info_is_answered_by_the_client_s_own_node_alone(
+    jetraft_cluster: JetraftCluster, clients: list[NATS]
+) -> None:
+    """``$SYS.REQ.USER.INFO`` describes the connection that sent it, so only the node that
+    connection is on answers (nats-server does not propagate its interest): one reply, from
+    that node, whichever node it enters."""
+    for name, nc in zip(jetraft_cluster.names, clients, strict=True):
+        replies = await collect(nc, "$SYS.REQ.USER.INFO", expect=1)
+        assert [r["server"]["name"] for r in replies] == [name], replies
+        assert replies[0]["data"] == {"user": "", "account": "$G", "account_name": "$G"}
+
+
+async def test_an_account_request_is_answered_by_every_node(clients: list[NATS]) -> None:
+    """``$SYS.REQ.ACCOUNT.<account>.<KIND>`` reaches every node, as a PING does; STATZ and
+    CONNS only from the nodes with a client of the account (every node here)."""
+    nc = clients[0]
+    for kind in ("SUBSZ", "CONNZ", "LEAFZ", "JSZ", "INFO", "STATZ", "CONNS"):
+        replies = await collect(nc, f"$SYS.REQ.ACCOUNT.$G.{kind}")
+        assert len({r["server"]["id"] for r in replies}) == NODES, (kind, replies)
+    for reply in await collect(nc, "$SYS.REQ.ACCOUNT.$G.CONNZ"):
+        assert reply["data"]["server_id"] == reply["server"]["id"]
+        assert reply["data"]["num_connections"] == 1  # each node's own client
+    for reply in await collect(nc, "$SYS.REQ.ACCOUNT.PING.STATZ"):
+        assert [s["conns"] for s in reply["data"]["account_statz"]] == [1], reply
+    replies = await collect(nc, "$SYS.REQ.ACCOUNT.nope.JSZ")
+    assert len(replies) == NODES
+    assert {r["error"]["description"] for r in replies} == {'account "nope" not found'}
