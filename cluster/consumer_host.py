@@ -236,6 +236,7 @@ class ConsumerHost:
                 continue
             threshold_ns = _extra_int(consumer, "inactive_threshold")
             deliver = consumer.config.deliver_subject
+            self._drop_unheard(live)
             if deliver and self._host.router.has_literal_interest(deliver):
                 live.last_active = now
             elif live.waiting:
@@ -298,6 +299,8 @@ class ConsumerHost:
             return None
         stream = self._host.stream
         live = self._live.get(name)
+        if live is not None:
+            self._drop_unheard(live)
         out: dict[str, Any] = {
             "stream_name": self._host.name,
             "name": name,
@@ -361,6 +364,8 @@ class ConsumerHost:
                 return
         max_waiting = _extra_int(consumer, "max_waiting")
         if max_waiting > 0 and len(live.waiting) >= max_waiting:
+            self._drop_unheard(live)
+        if max_waiting > 0 and len(live.waiting) >= max_waiting:
             if req.heartbeat_ns == 0:
                 send(reply, None, W.status(409, "Exceeded MaxWaiting"), b"")
             return
@@ -396,6 +401,9 @@ class ConsumerHost:
         pull.hb_handle = None
         if pull not in live.waiting:
             return
+        if not self._heard(pull.reply):
+            self._finish_pull(live, pull)
+            return
         consumer = self._consumer(live.name)
         if consumer is not None:
             hb = W.heartbeat(consumer.delivered.consumer_seq, consumer.delivered.stream_seq)
@@ -413,6 +421,19 @@ class ConsumerHost:
             if handle is not None:
                 handle.cancel()
         pull.expiry_handle = pull.hb_handle = None
+
+    def _heard(self, reply: str) -> bool:
+        """Does anyone (here or behind a route, wildcards included) subscribe to a pull
+        request's reply subject? nats-server's ``HasInterest`` on the request's reply."""
+        result = self._host.router.sublist.match(reply)
+        return bool(result.plain) or any(result.queues.values())
+
+    def _drop_unheard(self, live: _Live) -> None:
+        """Drop, without a status, the waiting pull requests whose reply nobody subscribes to
+        any more, as nats-server does before it serves a request or counts ``num_waiting``:
+        no message is delivered to nobody (it stays pending for the next request)."""
+        for pull in [p for p in live.waiting if not self._heard(p.reply)]:
+            self._finish_pull(live, pull)
 
     # --- delivery ----------------------------------------------------------------------------
     def _live_for(self, name: str) -> _Live:
@@ -505,6 +526,7 @@ class ConsumerHost:
             if config.replay_policy == "original":
                 return 1
             return PUSH_BATCH_MAX
+        self._drop_unheard(live)
         return min(sum(p.left for p in live.waiting if not p.closing), PULL_BATCH_MAX)
 
     def _try_deliver(self, live: _Live) -> None:

@@ -1022,6 +1022,40 @@ async def test_pull_max_waiting_exceeded(diff: Differ) -> None:
     await diff.run(cleaned(scenario))
 
 
+async def test_pull_request_nobody_hears_is_dropped(diff: Differ) -> None:
+    """A waiting pull request whose reply subject has no subscriber (never had, or lost it
+    while waiting: nats-py's fetch after unsubscribe) is dropped: num_waiting does not count
+    it and a later message stays pending instead of being delivered to nobody. A wildcard
+    subscription is interest. (nats.py's test_pull_subscribe_limits.)"""
+
+    async def scenario(s: Session) -> None:
+        c = Consumers(s)
+        st = await c.stream()
+        await c.create(st, "C", {"durable_name": "C", "ack_policy": "explicit"}, record=False)
+        conn = await c.conn()
+        waiting = b'{"batch":1,"expires":10000000000}'  # outlives the polls
+        sid = await c.subscribe(f"{INBOX}.gone")
+        await conn.send(pub(f"{NEXT}.{st}.C", waiting, f"{INBOX}.gone"))
+        await c.consumer_state(st, "C", lambda i: i.get("num_waiting") == 1)
+        await conn.send(f"UNSUB {sid}\r\n".encode())
+        await c.consumer_state(st, "C", lambda i: i.get("num_waiting") == 0)
+        await c.fill(["a"])
+        await c.settle(st, "C", 1)
+        await c.consumer_state(st, "C", lambda i: i.get("num_ack_pending") == 0)
+
+        await conn.send(pub(f"{NEXT}.{st}.C", waiting, f"{INBOX}.nobody"))
+        await c.fill(["b"], prefix="n")
+        await c.settle(st, "C", 2)
+        await c.consumer_state(st, "C", lambda i: i.get("num_ack_pending") == 0)
+
+        wild = await c.subscribe(f"{INBOX}.w.*")
+        await conn.send(pub(f"{NEXT}.{st}.C", b'{"batch":2}', f"{INBOX}.w.x"))
+        await c.read(wild, msgs=2, label="wildcard interest served")
+        await c.consumer_state(st, "C", lambda i: i.get("num_ack_pending") == 2)
+
+    await diff.run(cleaned(scenario))
+
+
 async def test_pull_idle_heartbeat(diff: Differ) -> None:
     """idle_heartbeat in a pull request: '100 Idle Heartbeat' with the last sequences, then 408
     (consecutive heartbeats recorded once)."""
