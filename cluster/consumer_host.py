@@ -113,6 +113,9 @@ class _Live:
     waiting: deque[_Pull] = field(default_factory=deque)
     redeliver: set[int] = field(default_factory=set)
     delivering: bool = False
+    # the seqs of the delivery being proposed: still due by their pending records until it is
+    # applied, so the timer must not queue them for redelivery again
+    in_flight: frozenset[int] = frozenset()
     timing_out: bool = False
     timer: asyncio.TimerHandle | None = None
     timer_at_ns: int = 0
@@ -556,6 +559,7 @@ class ConsumerHost:
                 self._schedule_pump()
                 return
         live.delivering = True
+        live.in_flight = frozenset(seqs)
         entry = DeliverEntry(time.time_ns(), live.name, tuple(seqs))
         self._spawn(self._deliver(live, entry, plan))
 
@@ -645,8 +649,10 @@ class ConsumerHost:
             result = await self._host.propose(entry)
         except ApiError:
             live.delivering = False
+            live.in_flight = frozenset()
             return
         live.delivering = False
+        live.in_flight = frozenset()
         if isinstance(result, DeliverResult) and self._leading:
             self._send(live, result, plan)
             self._arm_timer(live)
@@ -786,8 +792,9 @@ class ConsumerHost:
             return
         now = time.time_ns()
         plan = consumer.redelivery_due(now)
-        if plan.redeliver:
-            live.redeliver.update(plan.redeliver)
+        queued = [seq for seq in plan.redeliver if seq not in live.in_flight]
+        if queued:
+            live.redeliver.update(queued)
             self._schedule_pump()
         if plan.exhausted and not live.timing_out:
             live.timing_out = True

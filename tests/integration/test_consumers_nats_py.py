@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from itertools import pairwise
 from typing import Any
 
 import nats.errors
@@ -35,6 +36,11 @@ OBJ_BUCKET = "files"
 POLL_TIMEOUT_S = 5.0
 POLL_INTERVAL_S = 0.05
 BIG_OBJECT_BYTES = 300_000  # more than two 128 KiB chunks
+BACKOFF_S = (1.0, 2.0)
+BACKOFF_MAX_DELIVER = 3
+BACKOFF_MSGS = 10
+BACKOFF_FETCH_TIMEOUT_S = 3.0  # longer than any backoff step: a timeout means no more come
+BACKOFF_MIN_GAP_S = 0.5  # the smallest step is 1 s
 
 
 async def _stream(js: JetStreamContext, **config: Any) -> None:
@@ -169,6 +175,35 @@ async def test_pull_unacked_message_is_redelivered_after_ack_wait(js: JetStreamC
     assert info.num_redelivered == 1
     assert info.config.ack_wait == ACK_WAIT_S
     await again.ack_sync()
+
+
+async def test_pull_backoff_redelivers_each_message_once_per_step(js: JetStreamContext) -> None:
+    """Unacked messages fetched one at a time come back once per backoff step, each up to
+    max_deliver times. (nats.py's test_add_consumer_with_backoff: jetraft's timer queued a
+    message for redelivery again while its redelivery was being proposed, so it went out twice
+    at once and another message lost its last delivery.) The deliveries a few ms apart give
+    deadlines a few ms apart: the timer fires while a redelivery is in flight."""
+    await _stream(js)
+    await _publish(js, *[(f"orders.{i}", b"x") for i in range(BACKOFF_MSGS)])
+    config = ConsumerConfig(
+        max_deliver=BACKOFF_MAX_DELIVER, backoff=list(BACKOFF_S), max_ack_pending=BACKOFF_MSGS
+    )
+    psub = await js.pull_subscribe("orders.>", durable="backoff", config=config)
+    loop = asyncio.get_running_loop()
+    seen: dict[str, list[tuple[float, int]]] = {}
+    while True:
+        try:
+            msgs = await psub.fetch(1, timeout=BACKOFF_FETCH_TIMEOUT_S)
+        except nats.errors.TimeoutError:
+            break
+        for msg in msgs:
+            seen.setdefault(msg.subject, []).append((loop.time(), msg.metadata.num_delivered))
+    assert sorted(seen) == sorted(f"orders.{i}" for i in range(BACKOFF_MSGS))
+    for subject, deliveries in seen.items():
+        counts = [n for _t, n in deliveries]
+        assert counts == list(range(1, BACKOFF_MAX_DELIVER + 1)), (subject, deliveries)
+        gaps = [later - earlier for (earlier, _), (later, _) in pairwise(deliveries)]
+        assert all(gap > BACKOFF_MIN_GAP_S for gap in gaps), (subject, gaps)
 
 
 async def test_pull_in_progress_and_ack_all_policy(js: JetStreamContext) -> None:
