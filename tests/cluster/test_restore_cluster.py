@@ -11,9 +11,14 @@ Must never: sleep blindly (waits poll with deadlines), or leave a node running.
 
 from __future__ import annotations
 
+import asyncio
+import time
+
+import nats.errors
+import nats.js.errors
 import pytest
 
-from tests.cluster.replica_views import converged
+from tests.cluster.replica_views import converged, settled_leader
 from tests.integration.backup_wire import api, restore, snapshot
 from tests.integration.clients import connect
 from tests.servers import JetraftCluster
@@ -23,6 +28,8 @@ pytestmark = pytest.mark.integration
 STREAM = "RST"
 MSGS = 30
 CONVERGE_TIMEOUT_S = 30.0
+PUBLISH_TIMEOUT_S = 2.0
+RETRY_S = 0.1
 
 
 async def test_a_restore_survives_a_kill_of_the_seeding_node(
@@ -54,10 +61,24 @@ async def test_a_restore_survives_a_kill_of_the_seeding_node(
     )
     assert views is not None and len(views) == 3
 
+    # the restarted node may take its leadership back: publish once a leader has settled, and
+    # again should the publish meet the moment its interest moves
+    await settled_leader(cluster, STREAM, CONVERGE_TIMEOUT_S)
     nc = await connect(cluster.urls[(seeder + 1) % 3])
     try:
-        js = nc.jetstream(timeout=10.0)
-        ack = await js.publish("rst.new", b"after")
+        js = nc.jetstream(timeout=PUBLISH_TIMEOUT_S)
+        deadline = time.monotonic() + CONVERGE_TIMEOUT_S
+        while True:
+            try:
+                ack = await js.publish("rst.new", b"after", headers={"Nats-Msg-Id": "after"})
+                break
+            except (
+                nats.errors.NoRespondersError,
+                nats.errors.TimeoutError,
+                nats.js.errors.NoStreamResponseError,
+            ):
+                assert time.monotonic() < deadline, "the restored stream took no publish"
+                await asyncio.sleep(RETRY_S)
         assert ack.seq == MSGS + 1
         msg = await js.get_msg(STREAM, 7)
         assert msg.data == b"m6"
