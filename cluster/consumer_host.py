@@ -216,9 +216,26 @@ class ConsumerHost:
             self._live.clear()
             self._acks.clear()
 
+    def server_shutdown(self) -> None:
+        """The node is stopping (not the stream going away): nats-server's signalPullConsumers.
+        The waiting pull requests of a consumer configured with ``num_replicas`` 0 or 1 hear
+        ``409 Server Shutdown`` with what they still wanted (Nats-Pending-Messages and -Bytes),
+        so that a client re-sends its request once reconnected; those of a consumer configured
+        with more replicas hear nothing (nats-server keeps them for the next leader; here the
+        client's request expires). Either way none hears "Consumer Deleted" from close()."""
+        publish = self._host.router.publish
+        for live in self._live.values():
+            consumer = self._consumer(live.name)
+            signal = consumer is not None and _extra_int(consumer, "num_replicas") <= 1
+            for pull in list(live.waiting):
+                self._finish_pull(live, pull)
+                if signal:
+                    body = W.pending_status(409, "Server Shutdown", pull.left, pull.bytes_left)
+                    publish(pull.reply, None, body, b"")
+
     async def close(self) -> None:
         """The stream goes away (deleted, or the node stops): waiting pull requests hear that
-        their consumer is gone."""
+        their consumer is gone (on a node stop, server_shutdown came first and left none)."""
         self._closed = True
         self._deleted_reason = "Consumer Deleted"
         self.serve(False)

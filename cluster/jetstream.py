@@ -67,7 +67,14 @@ class JetStream:
             exclude=(API_PREFIX + "DIRECT.GET.", API_PREFIX + "CONSUMER.MSG.NEXT."),
         )
 
+    def server_shutdown(self) -> None:
+        """The node is stopping: waiting pull requests are told so (``409 Server Shutdown``, see
+        ConsumerHost.server_shutdown) while clients and routes can still hear it."""
+        for host in list(self.authority.hosts.values()):
+            host.consumers.server_shutdown()
+
     async def close(self) -> None:
+        self.server_shutdown()
         for task in list(self._tasks):
             await asyncio.wait({task}, timeout=5)
         await self.authority.close()

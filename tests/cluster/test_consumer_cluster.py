@@ -36,6 +36,7 @@ FAILOVER_TIMEOUT_S = 30.0
 CONVERGE_TIMEOUT_S = 20.0
 DRAIN_TIMEOUT_S = 40.0
 FETCH_TIMEOUT_S = 1.0
+NS_PER_S = 1_000_000_000
 
 
 async def _api(nc: NATS, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -179,4 +180,77 @@ async def test_stream_and_consumer_leader_stepdown(jetraft_cluster: JetraftClust
         assert info is not None and info["num_pending"] == 0
     finally:
         await _api(nc, f"STREAM.DELETE.{STREAM}")
+        await nc.close()
+
+
+async def test_node_stop_tells_waiting_pull_requests(
+    fresh_jetraft_cluster: JetraftCluster,
+) -> None:
+    """A stopping node (SIGTERM) tells the waiting pull requests of its consumers configured
+    with num_replicas 0 or 1 ``409 Server Shutdown`` with what they still wanted, as
+    nats-server's signalPullConsumers does (a client then re-sends its request once
+    reconnected), and those of a consumer configured with more replicas nothing; never "409
+    Consumer Deleted", which clients take as the end of the consumer. The client is on another
+    node, so it hears through the route. (Found by nats.py's ordered consumer restart test.)"""
+    cluster = fresh_jetraft_cluster
+    nc = await connect(cluster.urls[0])
+    try:
+        created = await _api(
+            nc,
+            f"STREAM.CREATE.{STREAM}",
+            {"name": STREAM, "subjects": ["cq.>"], "num_replicas": 3},
+        )
+        assert "error" not in created, created
+        for name, extra in (("PLAIN", {}), ("R3", {"num_replicas": 3})):
+            body = {
+                "stream_name": STREAM,
+                "config": {"durable_name": name, "ack_policy": "explicit", **extra},
+            }
+            created = await _api(nc, f"CONSUMER.CREATE.{STREAM}.{name}", body)
+            assert "error" not in created, created
+        deadline = time.monotonic() + FAILOVER_TIMEOUT_S
+        while (leader := leader_index(cluster, STREAM, [0, 1, 2])) is None or not converged(
+            cluster, STREAM, [0, 1, 2]
+        ):
+            assert time.monotonic() < deadline, "no settled leader"
+            await asyncio.sleep(0.1)
+        await nc.close()
+        client = next(i for i in range(3) if i != leader)
+        nc = await connect(cluster.urls[client])
+        heard: dict[str, list[tuple[str | None, str | None, str | None, str | None]]] = {}
+
+        async def on_status(msg: Any) -> None:
+            h = msg.headers or {}
+            heard.setdefault(msg.subject, []).append(
+                (
+                    h.get("Status"),
+                    h.get("Description"),
+                    h.get("Nats-Pending-Messages"),
+                    h.get("Nats-Pending-Bytes"),
+                )
+            )
+
+        await nc.subscribe("_PULL.>", cb=on_status)
+        requests = (
+            ("PLAIN", "_PULL.plain", {"batch": 5, "expires": 30 * NS_PER_S}),
+            ("PLAIN", "_PULL.bytes", {"batch": 3, "max_bytes": 1000, "expires": 30 * NS_PER_S}),
+            ("R3", "_PULL.r3", {"batch": 5, "expires": 30 * NS_PER_S}),
+        )
+        for name, inbox, request in requests:
+            next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{STREAM}.{name}"
+            await nc.publish(next_subject, json.dumps(request).encode(), reply=inbox)
+        await nc.flush()
+        while (info := await _info_via(nc, "PLAIN")) is None or info["num_waiting"] != 2:
+            assert time.monotonic() < deadline, f"requests not waiting: {info}"
+            await asyncio.sleep(0.1)
+        cluster.nodes[leader].stop()  # SIGTERM: a graceful stop
+        while len(heard) < 2:
+            assert time.monotonic() < deadline, f"heard only {heard}"
+            await asyncio.sleep(0.05)
+        await nc.flush()
+        assert heard == {
+            "_PULL.plain": [("409", "Server Shutdown", "5", "0")],
+            "_PULL.bytes": [("409", "Server Shutdown", "3", "1000")],
+        }, heard
+    finally:
         await nc.close()
