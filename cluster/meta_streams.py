@@ -73,6 +73,7 @@ PEERS_FILE = "peers.json"
 INTERNAL_REQUEST_TIMEOUT_S = 1.0
 CREATE_LEADER_WAIT_S = 10.0  # a new stream's group elects a leader before CREATE is answered
 CREATE_LEADER_POLL_S = 0.05
+UNDO_WAIT_S = 10.0  # removing the stream of a failed restore
 STREAM_INFO_SUBJECT = "$JSC.SI."
 _META_OPS = {
     *("ACCOUNT_INFO", "NAMES", "LIST", "CREATE", "DELETE", "RESTORE"),
@@ -470,27 +471,31 @@ class MetaStreams:
         """Create the stream's group on this node and the placement's others, waiting for the
         restored state (``Assignment.restoring``), and seed it from here: this node's replica
         copies the upload and every other replica fetches it by state transfer. Answered once
-        this replica holds it durably; the stream is deleted again if it cannot be seeded."""
+        this replica holds it durably and the seed is committed; the stream is deleted again if
+        it cannot be seeded."""
         replicas = max(1, request.num_replicas)
         cfg = restored.config.model_copy(update={"num_replicas": replicas})
         check_restorable(cfg, self.configs())
         store.flush()
         store.fsync()
+        incarnation = time.time_ns()  # the group's; the stream keeps its own creation time
         cmd = {
             "op": "add",
             "name": cfg.name,
             "config": cfg.model_dump(mode="json"),
             "peers": self._place(replicas, include=self.server_name),
-            "created_ns": time.time_ns(),  # the group's incarnation; the stream keeps its own
+            "created_ns": incarnation,
             "restoring": True,
         }
-        if await self._propose_meta(cmd) is not None:
-            raise ApiError(E.STREAM_NAME_EXIST_RESTORE_FAILED)
         try:
+            if await self._propose_meta(cmd) is not None:
+                raise ApiError(E.STREAM_NAME_EXIST_RESTORE_FAILED)
             host = await self._leading_replica(cfg.name)
-            await host.log.seed(restored)
-        except BaseException:
-            await self._undo_restore(cfg.name)
+            await host.log.prepare_seed(restored)
+            await host.log.seed()
+        except Exception:
+            # (a proposal reported as failed may still have committed: undo what is ours)
+            await self._undo_restore(cfg.name, incarnation)
             raise
         store.close()
         shutil.rmtree(staging, ignore_errors=True)
@@ -506,9 +511,13 @@ class MetaStreams:
             await asyncio.sleep(CREATE_LEADER_POLL_S)
         raise ApiError(E.STREAM_RESTORE, err="the restored stream's group did not elect this node")
 
-    async def _undo_restore(self, name: str) -> None:
+    async def _undo_restore(self, name: str, incarnation: int) -> None:
+        """Delete the stream a failed restore created (the assignment of this incarnation)."""
+        sa = self.state.assignments.get(name)
+        if sa is None or sa.created_ns != incarnation:
+            return
         try:
-            await self._propose_meta({"op": "del", "name": name})
+            await asyncio.wait_for(self._propose_meta({"op": "del", "name": name}), UNDO_WAIT_S)
         except Exception:
             log.exception("stream %s: a failed restore could not be undone", name)
 

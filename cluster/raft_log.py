@@ -15,15 +15,18 @@ Every replica applies the group's committed entries to its own engine (through t
   follower handed a snapshot ahead of its store pauses the group and fetches the missing state
   from the leader (engine/state_transfer.py), over the Raft transport's catch-up messages.
 
-* **Seeding** (a backup restored into a new group, ``seed``): the leader that took the upload
-  proposes ``CMD_SEED`` as the group's first command; applying it, that replica copies the
-  restored stream into its store and adopts it as the state at the seed's index, and every other
-  replica pauses and fetches that state (or a later one) by state transfer, exactly as when a
-  snapshot is ahead of it. Entries after the seed that pysyncobj hands over before the pause
-  takes effect are left to the transfer, whose state must reach past them.
+* **Seeding** (a backup restored into a new group): the leader that took the upload first copies
+  it into its own replica's store (``prepare_seed``: durable, at applied index 0, the replica
+  still offline), then proposes ``CMD_SEED`` naming itself (``seed``). Applying it, the named
+  seeder adopts what its store holds as the state at the seed's index (also when it replays the
+  seed after a restart); every other replica lets this and the following entries pass unapplied
+  and fetches the seeder's state by state transfer, which must reach past every entry it let
+  pass. Such a replica keeps ticking its group (it votes and can be elected: a group whose other
+  members all wait could not elect anyone otherwise), hands leadership on to a caught-up peer
+  should it be elected, and serves no transfer until it holds the state.
 
 Raft command bytes (versioned by their first byte): ``CMD_ENGINE`` + an ``engine.entries`` entry,
-``CMD_BARRIER`` (no state change) or ``CMD_SEED``.
+``CMD_BARRIER`` (no state change) or ``CMD_SEED`` + the seeder's node name.
 
 Must never: change stream state other than by applying a committed entry; acknowledge before
 commit; expire on a follower's clock; answer a read barrier without a committed barrier entry.
@@ -70,6 +73,9 @@ DIRECT_GET_LAG_MAX = 1000
 CATCHUP_TIMEOUT_S = 30.0
 CATCHUP_RETRY_MIN_S = 0.2
 CATCHUP_RETRY_MAX_S = 5.0
+SEED_COMMIT_TIMEOUT_S = 30.0  # a restore whose seed does not commit by then is undone
+SEED_COPY_CHUNKS_PER_TURN = 4  # the seeder's copy yields to the event loop this often
+HAND_OFF_INTERVAL_S = 1.0  # a leader without the state asks a peer to take over this often
 # Leaders spread over the nodes: placement names a preferred leader per stream (the first peer);
 # whoever wins the first election hands leadership to it once it is caught up, within this window
 # after the replica opened (later, leadership stays where elections put it: no ping-pong).
@@ -112,7 +118,10 @@ class RaftLog:
         # the applied index a state transfer must reach before this replica applies entries
         # again: a snapshot's, or the last entry skipped while waiting for a seed's state
         self._catchup_floor = 0
-        self._seed_source: Stream | None = None  # a restored stream this leader is seeding
+        # this replica lets entries pass unapplied until a state transfer brings the state a seed
+        # named another replica for (unlike a pause, the group keeps ticking)
+        self._awaiting_state = False
+        self._handed_off_at = 0.0
         self.group = RaftGroup(
             # one name per incarnation (the assignment's creation time): a re-created stream
             # never hears its predecessor's Raft, nor a restored one its backup's original
@@ -140,6 +149,8 @@ class RaftLog:
 
     @property
     def caught_up(self) -> bool:
+        if self._awaiting_state:
+            return False  # Raft's applied index moves on, but the engine is not there
         if self.is_leader:
             return True
         if self.group.leader_id is None:
@@ -193,6 +204,8 @@ class RaftLog:
             self._handed_over = True
         if self.is_leader and not self._handed_over:
             self._hand_over_to_preferred()
+        if self.is_leader and self._awaiting_state:
+            self._hand_off_without_state()
 
     async def close(self) -> None:
         self._closing = True
@@ -233,6 +246,19 @@ class RaftLog:
         self._handed_over = True
         log.info("stream %s: handing leadership to preferred %s", self.name, self.preferred)
         group.transfer_leadership(self.preferred)
+
+    def _hand_off_without_state(self) -> None:
+        """Elected before the seed's state reached this replica: it can serve nothing, so
+        leadership goes to a caught-up peer (the seeder first), at most once a second."""
+        now = time.monotonic()
+        if now - self._handed_off_at < HAND_OFF_INTERVAL_S:
+            return
+        self._handed_off_at = now
+        peers = self.group.caught_up_followers()
+        for peer in sorted(peers, key=lambda p: p != self.preferred):
+            if self.group.transfer_leadership(peer):
+                log.info("stream %s: no state yet: leadership to %s", self.name, peer)
+                return
 
     def step_down(self) -> str | None:
         """Leader only: hand leadership to a follower that holds the whole log (the one that
@@ -302,13 +328,13 @@ class RaftLog:
             raise AssertionError(f"unknown stream command {kind}")
         if index <= self._owner.stream.applied_index:
             return None  # replayed after a restart: the store already holds its effect
-        if self.group.paused:
-            # waiting for a seed's state (the pause takes effect after this tick's applies):
+        if self.group.paused or self._awaiting_state:
+            # waiting for a state transfer (a pause takes effect after this tick's applies):
             # the transfer must bring a state that includes this entry
             self._catchup_floor = max(self._catchup_floor, index)
             return None
         if kind == CMD_SEED:
-            return self._apply_seed(index)
+            return self._apply_seed(index, payload[1:].decode("utf-8", "replace"))
         raw = payload[1:]
         entry = decode_entry(raw)
         self.apply_observer.applying()
@@ -317,45 +343,57 @@ class RaftLog:
         return result
 
     # --- seeding a restored stream ---------------------------------------------------------
-    async def seed(self, source: Stream) -> None:
-        """Leader: make ``source`` (a restored backup in a store of its own) this new group's
-        state; returns once this replica adopted it (the followers copy it by state transfer)."""
+    async def prepare_seed(self, source: Stream) -> None:
+        """Leader, before ``seed``: copy ``source`` (a restored backup in a store of its own)
+        into this replica's empty store, durably, as the state at applied index 0 (so the
+        replica stays offline and a restart finds it there for the seed to adopt)."""
+        stream = self._owner.stream
+        if stream.applied_index != 0 or stream.last_seq != 0:
+            raise AssertionError(f"stream {self.name}: seeding a stream that has state")
+        applier = TransferApplier(self._store, CatchupRequest.fresh())
+        for n, chunk in enumerate(plan_transfer(source, CatchupRequest.fresh()), start=1):
+            applier.feed(chunk)
+            if n % SEED_COPY_CHUNKS_PER_TURN == 0:
+                await asyncio.sleep(0)  # a large copy must not stall every group on the node
+            if self._closing:
+                raise ApiError(E.STREAM_RESTORE, err="the stream went away during the restore")
+        prepared = applier.stream
+        prepared.adopt(0, stream.config.num_replicas)
+        self._store.sync()
+        self._owner.stream = prepared
+
+    async def seed(self) -> None:
+        """Leader, after ``prepare_seed``: propose ``CMD_SEED`` naming this node; returns once
+        this replica adopted its store's state (the followers copy it by state transfer)."""
         if not self.is_leader:
             raise ApiError(E.CLUSTER_NOT_LEADER)
-        if self._owner.stream.applied_index != 0:
-            raise AssertionError(f"stream {self.name}: seeding a stream that has state")
-        self._seed_source = source
-        future = self.group.propose(bytes([CMD_SEED]))
+        future = self.group.propose(bytes([CMD_SEED]) + self.group.self_id.encode())
         self.driver.kick(self.group.group_name)
         try:
-            await future
+            await asyncio.wait_for(future, SEED_COMMIT_TIMEOUT_S)
         except NotLeaderError:
             raise ApiError(E.CLUSTER_NOT_LEADER) from None
-        finally:
-            self._seed_source = None
+        except TimeoutError:
+            err = "the restored stream's seed did not commit"
+            raise ApiError(E.STREAM_RESTORE, err=err) from None
         if self._owner.stream.applied_index == 0:
-            raise ApiError(E.CLUSTER_NOT_LEADER)  # applied by another path: not seeded here
+            raise ApiError(E.CLUSTER_NOT_LEADER)  # applied on a path that does not seed here
 
-    def _apply_seed(self, index: int) -> None:
-        source = self._seed_source
-        if source is None:
-            # a follower (or the seeding node after a restart that lost the upload): the state
-            # is the seeding replica's, fetched like a snapshot that is ahead
-            log.info("stream %s: seeded at %d: fetching the state", self.name, index)
-            self._catchup_floor = max(self._catchup_floor, index)
-            self._start_catch_up()
+    def _apply_seed(self, index: int, seeder: str) -> None:
+        if seeder == self.group.self_id:
+            # the store holds the upload (prepare_seed made it durable before the proposal)
+            stream = self._owner.stream
+            stream.adopt(index, stream.config.num_replicas)
+            self._store.sync()
+            self.apply_observer.transferred(stream)
+            msgs = stream.state().messages
+            log.info("stream %s: seeded at %d (%d messages)", self.name, index, msgs)
+            self._owner.state_replaced()
             return
-        self._seed_source = None
-        applier = TransferApplier(self._store, CatchupRequest.fresh())
-        for chunk in plan_transfer(source, CatchupRequest.fresh()):
-            applier.feed(chunk)
-        stream = applier.stream
-        stream.adopt(index, self._owner.stream.config.num_replicas)
-        self._store.sync()
-        self._owner.stream = stream
-        self.apply_observer.transferred(stream)
-        log.info("stream %s: seeded at %d (%d messages)", self.name, index, stream.state().messages)
-        self._owner.state_replaced()
+        log.info("stream %s: seeded by %s at %d: fetching the state", self.name, seeder, index)
+        self._catchup_floor = max(self._catchup_floor, index)
+        self._awaiting_state = True
+        self._start_catch_up(pause=False)
 
     # --- snapshots ----------------------------------------------------------------------------
     def _snapshot(self, index: int) -> dict[str, Any]:
@@ -368,7 +406,8 @@ class RaftLog:
         stream = self._owner.stream
         # while waiting for a state transfer the store lacks what the compacted entries did:
         # the snapshot says so, and a restart fetches the state again
-        applied = max(stream.applied_index, self._catchup_floor if self.group.paused else 0)
+        waiting = self.group.paused or self._awaiting_state
+        applied = max(stream.applied_index, self._catchup_floor if waiting else 0)
         return {"applied_index": applied, "last_seq": stream.last_seq}
 
     def _restore(self, index: int, state: dict[str, Any]) -> None:
@@ -388,10 +427,12 @@ class RaftLog:
         self._catchup_floor = max(self._catchup_floor, needed)
         self._start_catch_up()
 
-    def _start_catch_up(self) -> None:
+    def _start_catch_up(self, *, pause: bool = True) -> None:
         """Stop applying (the driver skips a paused group; appends are still stored and
-        acknowledged) and fetch the state from the leader."""
-        self.group.paused = True
+        acknowledged; without ``pause`` the entries pass unapplied) and fetch the state from the
+        leader."""
+        if pause:
+            self.group.paused = True
         if self._catchup_task is None or self._catchup_task.done():
             self._catchup_task = asyncio.get_running_loop().create_task(self._catch_up())
 
@@ -425,7 +466,6 @@ class RaftLog:
             self._transfer = None
             if not applier.skipped:
                 self._owner.stream = applier.stream
-                self._owner.state_replaced()
             self.apply_observer.transferred(self._owner.stream)
             self._store.sync()
             self.transfers_received += 1
@@ -439,6 +479,7 @@ class RaftLog:
                     self._catchup_floor,
                 )
                 await asyncio.sleep(delay)
+                delay = min(delay * 2, CATCHUP_RETRY_MAX_S)
                 continue
             log.info(
                 "stream %s: state transfer from %s done (%d messages), applied index %d",
@@ -447,7 +488,9 @@ class RaftLog:
                 applier.messages_appended,
                 self._owner.stream.applied_index,
             )
+            self._awaiting_state = False
             self.group.paused = False
+            self._owner.state_replaced()
             self.driver.kick(self.group.group_name)
             return
 
@@ -464,6 +507,8 @@ class RaftLog:
         try:
             if not self.is_leader:
                 raise TransferError("not the leader")
+            if self._awaiting_state or self.group.paused:
+                raise TransferError("the leader is itself waiting for its state")
             chunks = list(plan_transfer(self._owner.stream, CatchupRequest.decode(request)))
         except TransferError as exc:
             group.send_catchup(peer, transfer_id, CATCHUP_ERROR, str(exc).encode())

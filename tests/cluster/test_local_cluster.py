@@ -385,7 +385,8 @@ def test_up_status_down_three_nodes(cluster_dir: Path, capsys: pytest.CaptureFix
     assert _cli("status", "--dir", str(cluster_dir), "--json") != 0
     status = json.loads(capsys.readouterr().out)
     assert [n["alive"] for n in status["nodes"]] == [True, False, True]
-    assert status["problems"][0].startswith("jetraft-2 is not running")
+    # (the others may report a meta election for a moment, should jetraft-2 have led it)
+    assert any(p.startswith("jetraft-2 is not running") for p in status["problems"])
     assert _cli("stop", "jetraft-2", "--dir", str(cluster_dir)) == 0
     assert "is not running" in capsys.readouterr().out
     assert _cli("start", "jetraft-2", "--dir", str(cluster_dir)) == 0
