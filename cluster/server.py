@@ -306,6 +306,9 @@ class Server:
         log.info("Initiating shutdown")
         if self._listener is not None:
             self._listener.close()
+        if self.jetstream is not None:
+            # waiting pull requests hear "409 Server Shutdown" while their clients can
+            self.jetstream.server_shutdown()
         for conn in list(self._conns.values()):
             conn.close()
         self.sys_requests.close()
