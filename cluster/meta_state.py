@@ -62,7 +62,13 @@ class MetaState:
             )
             return None
         if op == "del":
-            return None if self.assignments.pop(name, None) is not None else "missing"
+            sa = self.assignments.get(name)
+            if sa is None:
+                return "missing"
+            if "created_ns" in cmd and int(cmd["created_ns"]) != sa.created_ns:
+                return "another incarnation"  # (a failed restore's undo, after a re-create)
+            del self.assignments[name]
+            return None
         if op == "upd":
             sa = self.assignments.get(name)
             if sa is None:

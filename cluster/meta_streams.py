@@ -289,7 +289,7 @@ class MetaStreams:
         self, name: str, _subject: str, reply: str | None, _hdr: bytes | None, _data: bytes
     ) -> None:
         host = self.replicas.get(name)
-        if reply and host is not None and host.is_leader:
+        if reply and host is not None and host.is_leader and not host.awaiting_seed:
             info = self.host_info(host, "", dynamic_metadata=False)
             self.router.publish(reply, None, None, gojson.encode(info))
 
@@ -512,12 +512,12 @@ class MetaStreams:
         raise ApiError(E.STREAM_RESTORE, err="the restored stream's group did not elect this node")
 
     async def _undo_restore(self, name: str, incarnation: int) -> None:
-        """Delete the stream a failed restore created (the assignment of this incarnation)."""
-        sa = self.state.assignments.get(name)
-        if sa is None or sa.created_ns != incarnation:
-            return
+        """Delete the stream a failed restore created: the assignment of this incarnation, should
+        it exist or commit later (an add reported as failed may still commit, ordered before
+        this delete; another stream of that name is left alone)."""
+        cmd = {"op": "del", "name": name, "created_ns": incarnation}
         try:
-            await asyncio.wait_for(self._propose_meta({"op": "del", "name": name}), UNDO_WAIT_S)
+            await asyncio.wait_for(self._propose_meta(cmd), UNDO_WAIT_S)
         except Exception:
             log.exception("stream %s: a failed restore could not be undone", name)
 
@@ -579,6 +579,9 @@ class MetaStreams:
             raise ApiError(E.STREAM_NOT_FOUND)
         if not host.is_leader:
             raise ApiError(E.CLUSTER_NOT_LEADER)
+        if host.awaiting_seed:
+            # elected before a restored backup's state reached it: it holds nothing to answer
+            raise ApiError(E.STREAM_OFFLINE)
         return host
 
     def check_update(self, old: StreamConfig, new: StreamConfig) -> None:

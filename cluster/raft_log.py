@@ -26,7 +26,12 @@ Every replica applies the group's committed entries to its own engine (through t
   should it be elected, and serves no transfer until it holds the state.
 
 Raft command bytes (versioned by their first byte): ``CMD_ENGINE`` + an ``engine.entries`` entry,
-``CMD_BARRIER`` (no state change) or ``CMD_SEED`` + the seeder's node name.
+``CMD_BARRIER`` (no state change) or ``CMD_SEED`` + JSON naming the seeder and the shape of
+the state it prepared (first and last seq, messages, bytes): a seeder whose store no longer
+holds that state when it applies or replays the seed (a memory store after a restart, a store
+started over after damage) fetches it like any other replica instead of adopting what is left.
+A replica fetching a seed's state pauses its group while a transfer is in flight, so the entries
+it lets pass cannot outrun the state being sent (they would, under steady writes).
 
 Must never: change stream state other than by applying a committed entry; acknowledge before
 commit; expire on a follower's clock; answer a read barrier without a committed barrier entry.
@@ -35,6 +40,7 @@ commit; expire on a follower's clock; answer a read barrier without a committed 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from pathlib import Path
@@ -334,7 +340,7 @@ class RaftLog:
             self._catchup_floor = max(self._catchup_floor, index)
             return None
         if kind == CMD_SEED:
-            return self._apply_seed(index, payload[1:].decode("utf-8", "replace"))
+            return self._apply_seed(index, payload[1:])
         raw = payload[1:]
         entry = decode_entry(raw)
         self.apply_observer.applying()
@@ -367,7 +373,8 @@ class RaftLog:
         this replica adopted its store's state (the followers copy it by state transfer)."""
         if not self.is_leader:
             raise ApiError(E.CLUSTER_NOT_LEADER)
-        future = self.group.propose(bytes([CMD_SEED]) + self.group.self_id.encode())
+        seed = {"seeder": self.group.self_id, "shape": _shape(self._owner.stream)}
+        future = self.group.propose(bytes([CMD_SEED]) + json.dumps(seed).encode())
         self.driver.kick(self.group.group_name)
         try:
             await asyncio.wait_for(future, SEED_COMMIT_TIMEOUT_S)
@@ -379,10 +386,24 @@ class RaftLog:
         if self._owner.stream.applied_index == 0:
             raise ApiError(E.CLUSTER_NOT_LEADER)  # applied on a path that does not seed here
 
-    def _apply_seed(self, index: int, seeder: str) -> None:
-        if seeder == self.group.self_id:
+    def _apply_seed(self, index: int, payload: bytes) -> None:
+        try:
+            seed = json.loads(payload)
+            seeder, shape = str(seed["seeder"]), list(seed["shape"])
+        except (ValueError, KeyError, TypeError):
+            raise AssertionError(f"stream {self.name}: malformed seed at {index}") from None
+        stream = self._owner.stream
+        if seeder == self.group.self_id and _shape(stream) != shape:
+            log.warning(
+                "stream %s: seeding at %d, but the store no longer holds the upload (%s, not %s):"
+                " fetching the state",
+                self.name,
+                index,
+                _shape(stream),
+                shape,
+            )
+        elif seeder == self.group.self_id:
             # the store holds the upload (prepare_seed made it durable before the proposal)
-            stream = self._owner.stream
             stream.adopt(index, stream.config.num_replicas)
             self._store.sync()
             self.apply_observer.transferred(stream)
@@ -451,6 +472,11 @@ class RaftLog:
             except TransferError:
                 log.exception("stream %s: state transfer cannot resume", self.name)
                 return
+            # fetching a seed's state: hold the floor still while this transfer runs (for at
+            # most CATCHUP_TIMEOUT_S: a group paused for good could wedge)
+            held = self._awaiting_state and not self.group.paused
+            if held:
+                self.group.paused = True
             self._transfer_seq += 1
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._transfer = (self._transfer_seq, applier, future)
@@ -460,6 +486,8 @@ class RaftLog:
             except (TimeoutError, TransferError) as exc:
                 log.warning("stream %s: state transfer from %s failed: %s", self.name, leader, exc)
                 self._transfer = None
+                if held:
+                    self.group.paused = False
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, CATCHUP_RETRY_MAX_S)
                 continue
@@ -478,6 +506,8 @@ class RaftLog:
                     self._owner.stream.applied_index,
                     self._catchup_floor,
                 )
+                if held:
+                    self.group.paused = False
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, CATCHUP_RETRY_MAX_S)
                 continue
@@ -532,3 +562,9 @@ class RaftLog:
                 future.set_result(None)
         except TransferError as exc:
             future.set_exception(exc)
+
+
+def _shape(stream: Stream) -> list[int]:
+    """What a seed says of the state its seeder prepared: first and last seq, messages, bytes."""
+    state = stream.state()
+    return [state.first_seq, state.last_seq, state.messages, state.bytes]

@@ -254,6 +254,11 @@ class StreamHost(Generic[Log_co]):
     def wake(self) -> None:
         self._wake.set()
 
+    @property
+    def awaiting_seed(self) -> bool:
+        """A replica of a restored stream whose state has not reached it yet."""
+        return self._awaiting_seed
+
     def await_seed(self) -> None:
         """Before ``start``: a replica of a stream whose restored backup has not reached it
         yet takes nothing and serves nothing until its state arrives (``state_replaced``)."""
@@ -317,7 +322,7 @@ class StreamHost(Generic[Log_co]):
         return await future
 
     def _propose_nowait(self, entry: LogEntry) -> None:
-        if self.is_leader:
+        if self.is_leader and not self.offline:
             self._queue.append(QueuedOp(entry, None))
             self._wake.set()
 
@@ -418,7 +423,7 @@ class StreamHost(Generic[Log_co]):
 
     # --- MaxAge expiry: the leader's clock only ------------------------------------------
     def _schedule_expiry(self) -> None:
-        if self._closing or not self.is_leader:
+        if self._closing or not self.is_leader or self.offline:
             return
         due_ns = self.stream.next_expiry_ns()
         fire_ns = self.stream.next_schedule_ns()
