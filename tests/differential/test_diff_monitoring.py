@@ -278,8 +278,11 @@ async def traffic(port: int) -> nats.NATS:
     await nc.subscribe("bar")
     await nc.request("s1.a", b"via core", timeout=5)
     await nc.flush()
-    for _ in range(100):  # the mirror caught up on both
-        if (await js.stream_info("M1")).state.messages == 5:
+    # the mirror caught up on both (with S1, which holds 5 more messages each time this runs
+    # against the same servers)
+    target = (await js.stream_info("S1")).state.messages
+    for _ in range(100):
+        if (await js.stream_info("M1")).state.messages == target:
             break
         await asyncio.sleep(0.1)
     return nc
