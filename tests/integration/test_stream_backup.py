@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from nats.aio.client import Client as NATS
-from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.api import AckPolicy, ConsumerConfig, StorageType
 
 from cluster import backup
 from cluster import backup as backup_limits
@@ -32,9 +32,15 @@ ACKED = 7
 MORE = 20  # publishes right after a restore
 
 
-async def _fill(nc: NATS, replicas: int = 1) -> None:
+async def _fill(nc: NATS, replicas: int = 1, storage: str = "file") -> None:
     js = nc.jetstream(timeout=TIMEOUT_S)
-    await js.add_stream(name=STREAM, subjects=["bk.>"], allow_direct=True, num_replicas=replicas)
+    await js.add_stream(
+        name=STREAM,
+        subjects=["bk.>"],
+        allow_direct=True,
+        num_replicas=replicas,
+        storage=StorageType(storage),
+    )
     for i in range(MSGS):
         await js.publish(f"bk.{i % 3}", f"m{i}".encode() * (i + 1), headers={"H": str(i)})
     await api(nc, f"STREAM.MSG.DELETE.{STREAM}", {"seq": 5})
@@ -281,3 +287,34 @@ async def test_uploads_in_progress_are_bounded(jetraft_server: ServerProc) -> No
         assert "already in progress" in refused["error"]["description"]
     finally:
         await nc.close()
+
+
+async def test_a_memory_stream_restored_in_a_cluster_survives_its_seeder_restart(
+    tmp_path: Path,
+) -> None:
+    """The seeder's memory store is empty after a restart: replaying the seed it must fetch the
+    state from the others, not adopt the empty store as the stream (it did: one replica with no
+    messages at the same applied index as two with all of them)."""
+    c = InProcessCluster(tmp_path, 3)
+    await c.start()
+    try:
+        nc = await connect(c.urls[0])
+        try:
+            js = nc.jetstream(timeout=10)
+            await _fill(nc, replicas=3, storage="memory")
+            resp, data = await snapshot(nc, STREAM)
+            await js.delete_stream(STREAM)
+            await wait_for(lambda: all(c.replica(i, STREAM) is None for i in c.live()), "deleted")
+            created = await restore(nc, resp["config"], data)
+            assert "error" not in created, created
+            await wait_for(lambda: _replicas_agree(c, STREAM), "replicas agree")
+            seeder = int(created["cluster"]["leader"].removeprefix("n"))
+        finally:
+            await nc.close()
+        await c.stop_node(seeder)
+        await c.start_node(seeder)
+        await wait_for(lambda: _replicas_agree(c, STREAM), "replicas agree after the restart")
+        restarted = c.replica(seeder, STREAM)
+        assert restarted is not None and restarted.stream.state().messages == MSGS - 1
+    finally:
+        await c.stop()
