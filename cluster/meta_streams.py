@@ -74,6 +74,7 @@ INTERNAL_REQUEST_TIMEOUT_S = 1.0
 CREATE_LEADER_WAIT_S = 10.0  # a new stream's group elects a leader before CREATE is answered
 CREATE_LEADER_POLL_S = 0.05
 UNDO_WAIT_S = 10.0  # removing the stream of a failed restore
+INCARNATION_FILE = "incarnation"  # in a replica's directory: the assignment it belongs to
 STREAM_INFO_SUBJECT = "$JSC.SI."
 _META_OPS = {
     *("ACCOUNT_INFO", "NAMES", "LIST", "CREATE", "DELETE", "RESTORE"),
@@ -117,6 +118,8 @@ class MetaStreams:
         self._inbox_seq = 0
         self._form_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self._removing: set[str] = set()  # replicas being closed and wiped (their directory too)
         self._restores = RestoreUploads(router, store_dir / "jetstream" / RESTORE_DIR, open_store)
         self.ready = asyncio.Event()
 
@@ -163,6 +166,7 @@ class MetaStreams:
         self.driver.add(self.meta)
 
     async def close(self) -> None:
+        self._closing = True
         if self._form_task is not None:
             self._form_task.cancel()
         for task in list(self._tasks):
@@ -201,28 +205,48 @@ class MetaStreams:
         asyncio.get_running_loop().call_soon(self._reconcile)
 
     def _reconcile(self) -> None:
-        """Open a replica for every assignment this node is a peer of; drop the others."""
+        """Open a replica for every assignment this node is a peer of; drop the others, and
+        those of an earlier incarnation of a stream (deleted and created again while this node
+        applied both at once, or was away), whose place the new one takes once they are gone."""
+        if self._closing:
+            return
         for name, sa in self.state.assignments.items():
+            host = self.replicas.get(name)
+            if host is not None and host.log.incarnation != sa.created_ns:
+                self._drop_replica(name)
+                continue
+            if name in self._removing:
+                continue  # opened once the old replica's directory is gone
             if self.server_name in sa.peers and name not in self.replicas:
                 try:
                     self._open_replica(sa)
                 except Exception:
                     log.exception("stream %s: replica could not be opened", name)
         for name in [n for n in self.replicas if n not in self.state.assignments]:
-            host = self.replicas.pop(name)
-            self._drop_leader_sub(name)
-            task = asyncio.get_running_loop().create_task(self._remove_replica(name, host))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._drop_replica(name)
+
+    def _drop_replica(self, name: str) -> None:
+        """Close and wipe this node's replica of ``name``; a replica of a newer incarnation is
+        opened in its directory only once it is gone (``_reconcile`` waits for it)."""
+        host = self.replicas.pop(name)
+        self._drop_leader_sub(name)
+        self._removing.add(name)
+        task = asyncio.get_running_loop().create_task(self._remove_replica(name, host))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _remove_replica(self, name: str, host: StreamHost[RaftLog]) -> None:
-        await host.close()
-        shutil.rmtree(self.streams_dir / name, ignore_errors=True)
+        try:
+            await host.close()
+            shutil.rmtree(self.streams_dir / name, ignore_errors=True)
+        finally:
+            self._removing.discard(name)
+            self._reconcile()
 
     def _open_replica(self, sa: Assignment) -> StreamHost[RaftLog]:
         cfg = StreamConfig.model_validate(sa.config)
         stream_dir = self.streams_dir / cfg.name
-        stream_dir.mkdir(parents=True, exist_ok=True)
+        _claim_for_incarnation(stream_dir, sa.created_ns)
         store = open_store(cfg, stream_dir)
         if isinstance(store, FileStore):
             damaged = store.corrupt_records()
@@ -328,6 +352,8 @@ class MetaStreams:
     async def leader_info(self, name: str) -> dict[str, Any] | None:
         host = self.replicas.get(name)
         if host is not None and host.is_leader:
+            if host.awaiting_seed:
+                return None  # no state to describe yet (nor do the others answer for it)
             return self.host_info(host, "", dynamic_metadata=False)
         data = await self._internal_request(STREAM_INFO_SUBJECT + name, INTERNAL_REQUEST_TIMEOUT_S)
         if data is None:
@@ -640,7 +666,11 @@ class MetaStreams:
         return None
 
     def step_down(self, name: str) -> None:
-        host = self._leading(name)
+        host = self.replicas.get(name)
+        if host is None:
+            raise ApiError(E.STREAM_NOT_FOUND)
+        if not host.is_leader:
+            raise ApiError(E.CLUSTER_NOT_LEADER)
         if host.log.step_down() is None:
             raise ApiError(E.RAFT_GENERAL, err="no replica is caught up to take over")
 
@@ -717,3 +747,22 @@ def _snapshot_stats(meta: RaftGroup | None) -> dict[str, Any]:
 def _log_failure(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.critical("the meta group could not be started", exc_info=task.exception())
+
+
+def _claim_for_incarnation(stream_dir: Path, incarnation: int) -> None:
+    """Make ``stream_dir`` the directory of this incarnation of its stream: what an earlier one
+    left there (its store and Raft journal: it was deleted while this node was away) goes."""
+    marker = stream_dir / INCARNATION_FILE
+    try:
+        held: int | None = int(marker.read_text())
+    except (OSError, ValueError):
+        # new, written before the marker existed, or unreadable: kept (a replica is rebuilt
+        # from its peers should it not be this incarnation's, a sole one could not be)
+        held = None
+    if held == incarnation:
+        return
+    if held is not None:
+        log.warning("stream directory %s: an earlier incarnation's data removed", stream_dir)
+        shutil.rmtree(stream_dir, ignore_errors=True)
+    stream_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(marker, str(incarnation).encode())

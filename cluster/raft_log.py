@@ -128,6 +128,7 @@ class RaftLog:
         # named another replica for (unlike a pause, the group keeps ticking)
         self._awaiting_state = False
         self._handed_off_at = 0.0
+        self.incarnation = incarnation
         self.group = RaftGroup(
             # one name per incarnation (the assignment's creation time): a re-created stream
             # never hears its predecessor's Raft, nor a restored one its backup's original
@@ -387,12 +388,18 @@ class RaftLog:
             raise ApiError(E.CLUSTER_NOT_LEADER)  # applied on a path that does not seed here
 
     def _apply_seed(self, index: int, payload: bytes) -> None:
+        stream = self._owner.stream
         try:
             seed = json.loads(payload)
             seeder, shape = str(seed["seeder"]), list(seed["shape"])
         except (ValueError, KeyError, TypeError):
-            raise AssertionError(f"stream {self.name}: malformed seed at {index}") from None
-        stream = self._owner.stream
+            # the first form of the seed: the seeder's name alone
+            seeder, shape = payload.decode("utf-8", "replace"), _shape(stream)
+        if seeder == self.group.self_id and _shape(stream) != shape and len(self.peers) == 1:
+            # no one else can hold the upload (a memory store after a restart): what is left is
+            # the stream, as for any memory stream that restarts
+            log.warning("stream %s: the restored state is gone (%s)", self.name, _shape(stream))
+            shape = _shape(stream)
         if seeder == self.group.self_id and _shape(stream) != shape:
             log.warning(
                 "stream %s: seeding at %d, but the store no longer holds the upload (%s, not %s):"
@@ -480,7 +487,10 @@ class RaftLog:
             self._transfer_seq += 1
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._transfer = (self._transfer_seq, applier, future)
-            self.group.send_catchup(leader, self._transfer_seq, CATCHUP_REQUEST, request.encode())
+            if not self.group.send_catchup(
+                leader, self._transfer_seq, CATCHUP_REQUEST, request.encode()
+            ):
+                future.set_exception(TransferError(f"no link to {leader}"))
             try:
                 await asyncio.wait_for(future, CATCHUP_TIMEOUT_S)
             except (TimeoutError, TransferError) as exc:
