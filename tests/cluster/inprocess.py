@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,3 +97,14 @@ async def wait_for(cond: Callable[[], object], what: str, timeout_s: float = WAI
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.05)
+
+
+@asynccontextmanager
+async def running_cluster(base: Path, size: int) -> AsyncIterator[InProcessCluster]:
+    """A started cluster of ``size`` nodes under ``base``, stopped (every node) on the way out."""
+    cluster = InProcessCluster(base, size)
+    await cluster.start()
+    try:
+        yield cluster
+    finally:
+        await cluster.stop()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.inprocess import InProcessCluster, wait_for
+from tests.cluster.inprocess import running_cluster, wait_for
 from tests.integration.clients import connect
 
 pytestmark = pytest.mark.integration
@@ -23,9 +23,7 @@ OLD_MSGS = 5
 async def test_a_node_that_applies_a_delete_and_a_create_at_once_opens_the_new_stream(
     tmp_path: Path,
 ) -> None:
-    c = InProcessCluster(tmp_path, 3)
-    await c.start()
-    try:
+    async with running_cluster(tmp_path, 3) as c:
         nc = await connect(c.urls[0])
         try:
             js = nc.jetstream(timeout=10)
@@ -73,5 +71,3 @@ async def test_a_node_that_applies_a_delete_and_a_create_at_once_opens_the_new_s
             )
         finally:
             await nc.close()
-    finally:
-        await c.stop()

@@ -22,7 +22,7 @@ import pytest
 
 from cluster.raft import RaftDriver, RaftGroup
 from cluster.raft_log import CMD_SEED
-from tests.cluster.inprocess import InProcessCluster, wait_for
+from tests.cluster.inprocess import InProcessCluster, running_cluster, wait_for
 from tests.integration.backup_wire import CHUNK, api, snapshot
 from tests.integration.clients import connect
 
@@ -73,9 +73,7 @@ def _everywhere(c: InProcessCluster) -> bool:
 async def test_a_seeder_silent_before_its_seed_commits_does_not_wedge_the_stream(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    c = InProcessCluster(tmp_path, 3)
-    await c.start()
-    try:
+    async with running_cluster(tmp_path, 3) as c:
         nc = await connect(c.urls[0])
         try:
             js = nc.jetstream(timeout=10)
@@ -136,5 +134,3 @@ async def test_a_seeder_silent_before_its_seed_commits_does_not_wedge_the_stream
             assert c.replica(leader, STREAM) is not None
         finally:
             await nc.close()
-    finally:
-        await c.stop()

@@ -19,7 +19,7 @@ from cluster import backup
 from cluster import backup as backup_limits
 from cluster.router import Router
 from engine.memstore import MemoryStore
-from tests.cluster.inprocess import InProcessCluster, wait_for
+from tests.cluster.inprocess import InProcessCluster, running_cluster, wait_for
 from tests.integration.backup_wire import CHUNK, TIMEOUT_S, api, restore, snapshot
 from tests.integration.clients import connect
 from tests.servers import ServerProc
@@ -152,9 +152,7 @@ async def test_a_cluster_backs_up_and_restores_onto_every_replica(tmp_path: Path
     """The stream leader sends the snapshot; the meta leader takes the upload and seeds the new
     group; every replica ends with the same state, serves it, and a replica restarted right
     after the restore still ends with it."""
-    c = InProcessCluster(tmp_path, 3)
-    await c.start()
-    try:
+    async with running_cluster(tmp_path, 3) as c:
         nc = await connect(c.urls[0])
         try:
             js = nc.jetstream(timeout=10)
@@ -217,14 +215,10 @@ async def test_a_cluster_backs_up_and_restores_onto_every_replica(tmp_path: Path
             assert refused["error"]["err_code"] == 10005
         finally:
             await nc.close()
-    finally:
-        await c.stop()
 
 
 async def test_a_cluster_restore_of_a_corrupt_upload_leaves_no_stream(tmp_path: Path) -> None:
-    c = InProcessCluster(tmp_path, 3)
-    await c.start()
-    try:
+    async with running_cluster(tmp_path, 3) as c:
         nc = await connect(c.urls[1])
         try:
             js = nc.jetstream(timeout=10)
@@ -246,8 +240,6 @@ async def test_a_cluster_restore_of_a_corrupt_upload_leaves_no_stream(tmp_path: 
             assert len(holders) == 1 and c.js(holders[0]).is_meta_leader
         finally:
             await nc.close()
-    finally:
-        await c.stop()
 
 
 async def test_an_upload_that_would_fill_the_disk_is_refused(
@@ -295,9 +287,7 @@ async def test_a_memory_stream_restored_in_a_cluster_survives_its_seeder_restart
     """The seeder's memory store is empty after a restart: replaying the seed it must fetch the
     state from the others, not adopt the empty store as the stream (it did: one replica with no
     messages at the same applied index as two with all of them)."""
-    c = InProcessCluster(tmp_path, 3)
-    await c.start()
-    try:
+    async with running_cluster(tmp_path, 3) as c:
         nc = await connect(c.urls[0])
         try:
             js = nc.jetstream(timeout=10)
@@ -316,5 +306,3 @@ async def test_a_memory_stream_restored_in_a_cluster_survives_its_seeder_restart
         await wait_for(lambda: _replicas_agree(c, STREAM), "replicas agree after the restart")
         restarted = c.replica(seeder, STREAM)
         assert restarted is not None and restarted.stream.state().messages == MSGS - 1
-    finally:
-        await c.stop()
