@@ -599,13 +599,15 @@ class MetaStreams:
     def writer(self, name: str) -> AnyStreamHost:
         return self._leading(name)
 
-    def _leading(self, name: str) -> StreamHost[RaftLog]:
+    def _leading(self, name: str, *, serving: bool = True) -> StreamHost[RaftLog]:
+        """This node's replica of ``name``, which leads; ``serving``: and holds a state to
+        answer from (not a restored stream's replica still waiting for it)."""
         host = self.replicas.get(name)
         if host is None:
             raise ApiError(E.STREAM_NOT_FOUND)
         if not host.is_leader:
             raise ApiError(E.CLUSTER_NOT_LEADER)
-        if host.awaiting_seed:
+        if serving and host.awaiting_seed:
             # elected before a restored backup's state reached it: it holds nothing to answer
             raise ApiError(E.STREAM_OFFLINE)
         return host
@@ -666,11 +668,7 @@ class MetaStreams:
         return None
 
     def step_down(self, name: str) -> None:
-        host = self.replicas.get(name)
-        if host is None:
-            raise ApiError(E.STREAM_NOT_FOUND)
-        if not host.is_leader:
-            raise ApiError(E.CLUSTER_NOT_LEADER)
+        host = self._leading(name, serving=False)  # a leader without the state may hand it on
         if host.log.step_down() is None:
             raise ApiError(E.RAFT_GENERAL, err="no replica is caught up to take over")
 

@@ -395,29 +395,28 @@ class RaftLog:
         except (ValueError, KeyError, TypeError):
             # the first form of the seed: the seeder's name alone
             seeder, shape = payload.decode("utf-8", "replace"), _shape(stream)
-        if seeder == self.group.self_id and _shape(stream) != shape and len(self.peers) == 1:
-            # no one else can hold the upload (a memory store after a restart): what is left is
-            # the stream, as for any memory stream that restarts
-            log.warning("stream %s: the restored state is gone (%s)", self.name, _shape(stream))
-            shape = _shape(stream)
-        if seeder == self.group.self_id and _shape(stream) != shape:
+        if seeder == self.group.self_id:
+            held = _shape(stream)
+            # the store holds the upload (prepare_seed made it durable before the proposal),
+            # unless it was lost since (a memory store after a restart, a store started over
+            # after damage): then the state is fetched like any other replica's, or, with no
+            # one else to hold it, what is left is the stream (as for any memory stream)
+            if held == shape or len(self.peers) == 1:
+                if held != shape:
+                    log.warning("stream %s: the restored state is gone (%s)", self.name, held)
+                stream.adopt(index, stream.config.num_replicas)
+                self._store.sync()
+                self.apply_observer.transferred(stream)
+                log.info("stream %s: seeded at %d (%d messages)", self.name, index, held[2])
+                self._owner.state_replaced()
+                return
             log.warning(
-                "stream %s: seeding at %d, but the store no longer holds the upload (%s, not %s):"
-                " fetching the state",
+                "stream %s: seeding at %d, but the store no longer holds the upload (%s, not %s)",
                 self.name,
                 index,
-                _shape(stream),
+                held,
                 shape,
             )
-        elif seeder == self.group.self_id:
-            # the store holds the upload (prepare_seed made it durable before the proposal)
-            stream.adopt(index, stream.config.num_replicas)
-            self._store.sync()
-            self.apply_observer.transferred(stream)
-            msgs = stream.state().messages
-            log.info("stream %s: seeded at %d (%d messages)", self.name, index, msgs)
-            self._owner.state_replaced()
-            return
         log.info("stream %s: seeded by %s at %d: fetching the state", self.name, seeder, index)
         self._catchup_floor = max(self._catchup_floor, index)
         self._awaiting_state = True
