@@ -164,6 +164,7 @@ class Sublist(Generic[T]):
         "_removes",
         "_root",
         "_wild_literal_last",
+        "_wild_literal_last_by_head",
     )
 
     def __init__(self) -> None:
@@ -178,11 +179,15 @@ class Sublist(Generic[T]):
         # The prefix cache: one result shared by every subject that differs from another only
         # in its last token. Sound while no subscription can tell two last tokens apart: no
         # literal subscription under that prefix (counted per prefix) and no wildcard pattern
-        # ending in a literal token (counted). Reply subjects (``_INBOX.<id>.<n>``, each used
-        # once) then cost a dict lookup instead of a trie walk, and do not churn ``_cache``.
+        # ending in a literal token that could reach it. Such patterns are counted by their
+        # first token when it is literal (``$SYS.REQ.ACCOUNT.*.CONNS`` concerns only subjects
+        # under ``$SYS``), else in one count that turns the prefix cache off for every subject.
+        # Reply subjects (``_INBOX.<id>.<n>``, each used once) then cost a dict lookup instead
+        # of a trie walk, and do not churn ``_cache``.
         self._prefix_cache: dict[str, MatchResult[T]] = {}
         self._literal_prefixes: dict[str, int] = {}
         self._wild_literal_last = 0
+        self._wild_literal_last_by_head: dict[str, int] = {}
 
     def count(self) -> int:
         return self._count
@@ -207,7 +212,7 @@ class Sublist(Generic[T]):
                 prefix = subject.rpartition(".")[0]
                 self._literal_prefixes[prefix] = self._literal_prefixes.get(prefix, 0) + 1
             elif tokens[-1] not in (_PWC, _FWC):
-                self._wild_literal_last += 1
+                self._count_wild_literal_last(tokens[0], 1)
 
     def remove(self, subject: str, queue: str | None, sub: T) -> bool:
         """Remove ``sub`` (matched by identity); False if it was not there."""
@@ -230,11 +235,21 @@ class Sublist(Generic[T]):
                 return False
             self._cache.clear()
             if tokens[-1] not in (_PWC, _FWC):
-                self._wild_literal_last -= 1
+                self._count_wild_literal_last(tokens[0], -1)
         self._prefix_cache.clear()
         self._count -= 1
         self._removes += 1
         return True
+
+    def _count_wild_literal_last(self, head: str, change: int) -> None:
+        if head in (_PWC, _FWC):
+            self._wild_literal_last += change
+            return
+        left = self._wild_literal_last_by_head.get(head, 0) + change
+        if left:
+            self._wild_literal_last_by_head[head] = left
+        else:
+            del self._wild_literal_last_by_head[head]
 
     def match(self, subject: str) -> MatchResult[T]:
         """Everything ``subject`` reaches. The result is cached and shared: do not mutate it."""
@@ -244,7 +259,10 @@ class Sublist(Generic[T]):
         dot = subject.rfind(".")
         if 0 < dot < len(subject) - 1 and not self._wild_literal_last:
             prefix = subject[:dot]
-            if prefix not in self._literal_prefixes:
+            by_head = self._wild_literal_last_by_head
+            if prefix not in self._literal_prefixes and (
+                not by_head or subject[: subject.find(".")] not in by_head
+            ):
                 shared = self._prefix_cache.get(prefix)
                 if shared is None:
                     shared = self._walk(subject)

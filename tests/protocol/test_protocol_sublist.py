@@ -200,9 +200,37 @@ def test_subjects_that_differ_in_the_last_token_share_a_result_only_while_sound(
     assert not sl.match("_INBOX.c.").plain  # an empty last token matches nothing
 
 
+def test_a_pattern_under_another_first_token_leaves_reply_subjects_shared() -> None:
+    """``$SYS.REQ.ACCOUNT.*.CONNS`` can tell ``$SYS`` subjects apart, never ``_INBOX`` ones:
+    replies keep sharing one result, ``$SYS`` subjects are matched each on its own, and a
+    pattern with a wildcard first token turns sharing off everywhere."""
+    sl: Sublist[FakeSub] = Sublist()
+    inbox, conns = FakeSub("inbox"), FakeSub("conns")
+    sl.insert("_INBOX.c.*", None, inbox)
+    sl.insert("$SYS.REQ.ACCOUNT.*.CONNS", None, conns)
+    sl.insert("$SYS.REQ.ACCOUNT.*.*", None, FakeSub("any"))
+    assert sl.match("_INBOX.c.1") is sl.match("_INBOX.c.2")
+    assert {s.name for s in sl.match("$SYS.REQ.ACCOUNT.a.CONNS").plain} == {"any", "conns"}
+    assert [s.name for s in sl.match("$SYS.REQ.ACCOUNT.a.INFO").plain] == ["any"]
+    head = FakeSub("head")
+    sl.insert("*.c.7", None, head)
+    assert {s.name for s in sl.match("_INBOX.c.7").plain} == {"inbox", "head"}
+    assert sl.match("_INBOX.c.8").plain == [inbox]
+    sl.remove("*.c.7", None, head)
+    sl.remove("$SYS.REQ.ACCOUNT.*.CONNS", None, conns)
+    assert sl.match("_INBOX.c.7").plain == [inbox]
+    assert sl.match("$SYS.REQ.ACCOUNT.a.CONNS") is sl.match("$SYS.REQ.ACCOUNT.a.INFO")
+
+
 @given(
-    st.lists(st.sampled_from(["a.*", "a.b", "a.c", "*.b", "a.>", ">", "a.*.c", "b.*"]), max_size=8),
-    st.lists(st.sampled_from(["a.b", "a.c", "a.d", "b.b", "a.b.c", "a.x.c"]), max_size=12),
+    st.lists(
+        st.sampled_from(["a.*", "a.b", "a.c", "*.b", "a.>", ">", "a.*.c", "b.*", "b.*.c", "*.x.c"]),
+        max_size=8,
+    ),
+    st.lists(
+        st.sampled_from(["a.b", "a.c", "a.d", "b.b", "a.b.c", "a.x.c", "b.x.c", "b.x.d"]),
+        max_size=12,
+    ),
 )
 def test_shared_results_equal_a_fresh_index(filters: list[str], subjects: list[str]) -> None:
     """Matching subjects in any order (so results are shared and cached as they come) gives
