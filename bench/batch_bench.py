@@ -23,21 +23,22 @@ import secrets
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
-from bench.loadgen import run_event_loop
+from bench.cpu import CpuMeter, read_meter, spent_since
+from bench.loadgen import PhaseResult, run_event_loop
 from bench.rawclient import RawClient
+from bench.report import JETRAFT, NATS
 from cluster.ops.process import HOST, NATS_SERVER_BIN
 from cluster.ops.servers import ServerProc, jetraft_proc, nats_server_proc
 
-NATS = "nats-server"
-JETRAFT = "jetraft"
 STREAM = "BATCHBENCH"
 SUBJECT_PREFIX = "bench.batch"
 BATCH_SIZES = (100, 1000)
+PHASE_BATCH_SIZE = 1000  # the size the other benchmarks measure
 DEFAULT_MSGS_PER_SIZE = 50_000  # messages sent per batch size
 QUICK_MSGS_PER_SIZE = 5_000
 DEFAULT_PAYLOAD_BYTES = 128
@@ -54,11 +55,28 @@ class BenchError(RuntimeError):
     """A reply failed its check or a server misbehaved; the run's numbers are void."""
 
 
+def phase_name(size: int) -> str:
+    return f"atomic batch {size}"
+
+
+BATCH_PHASE = phase_name(PHASE_BATCH_SIZE)
+
+
 @dataclass
 class SizeResult:
     batch_size: int
     batches: int
     elapsed_s: float
+    server_cpu_s: float | None = None
+
+    def as_phase(self) -> PhaseResult:
+        """The result as one phase of the load generator's, counted in messages."""
+        return PhaseResult(
+            phase_name(self.batch_size),
+            self.batches * self.batch_size,
+            self.elapsed_s,
+            server_cpu_s=self.server_cpu_s,
+        )
 
     @property
     def msgs_per_s(self) -> float:
@@ -102,11 +120,13 @@ def build_batch(batch_id: str, size: int, payload: bytes, reply: bytes) -> bytes
 
 
 class BatchLoad:
-    """Sends pre-built batches, keeping ``window`` in flight, and checks every PubAck."""
+    """Sends pre-built batches, keeping ``window`` in flight, and checks every PubAck; with a
+    ``cpu_meter`` each result also has the server's CPU seconds over the timed sends."""
 
-    def __init__(self, client: BatchClient, window: int) -> None:
+    def __init__(self, client: BatchClient, window: int, cpu_meter: CpuMeter | None = None) -> None:
         self.client = client
         self.window = window
+        self.cpu_meter = cpu_meter
         self.inbox = b"_INBOX." + secrets.token_hex(8).encode() + b"."
         self._waiters: dict[bytes, asyncio.Future[bytes]] = {}
         client.subscribe(self.inbox + b"*", self._on_reply)
@@ -143,6 +163,7 @@ class BatchLoad:
         last_seq = int(state["last_seq"])
         loop = asyncio.get_running_loop()
         pending: list[tuple[str, asyncio.Future[bytes]]] = []
+        cpu_before = read_meter(self.cpu_meter)
         started = time.perf_counter()
         next_batch = 0
         expected_seq = last_seq
@@ -164,20 +185,28 @@ class BatchLoad:
             elif "error" in ack or ack.get("count") != size or ack.get("batch") != batch_id:
                 raise BenchError(f"bad PubAck {ack} for {batch_id}")
         elapsed = time.perf_counter() - started
+        cpu_s = spent_since(self.cpu_meter, cpu_before)
         info = await self.api(f"$JS.API.STREAM.INFO.{STREAM}", None)
         state = info["state"]
         assert isinstance(state, dict)
         if int(state["last_seq"]) != last_seq + size * count:
             raise BenchError(f"stream last_seq {state['last_seq']} after {count} batches")
-        return SizeResult(size, count, elapsed)
+        return SizeResult(size, count, elapsed, cpu_s)
 
 
 async def run_load(
-    port: int, msgs_per_size: int, payload_bytes: int, window: int
+    port: int,
+    msgs_per_size: int,
+    payload_bytes: int,
+    window: int,
+    sizes: Sequence[int] = BATCH_SIZES,
+    cpu_meter: CpuMeter | None = None,
 ) -> dict[int, SizeResult]:
+    """Create the stream, warm up with a few small batches, then send ``msgs_per_size``
+    messages in batches of each of ``sizes``."""
     client = cast(BatchClient, await BatchClient.connect(HOST, port, CONNECT_TIMEOUT_S))
     try:
-        load = BatchLoad(client, window)
+        load = BatchLoad(client, window, cpu_meter)
         await client.flush(CONNECT_TIMEOUT_S)
         config = {
             "name": STREAM,
@@ -189,7 +218,7 @@ async def run_load(
         payload = b"x" * payload_bytes
         await load.run(BATCH_SIZES[0], 5, payload, "warmup")
         results = {}
-        for size in BATCH_SIZES:
+        for size in sizes:
             count = max(1, msgs_per_size // size)
             results[size] = await load.run(size, count, payload, "run")
         return results

@@ -4,9 +4,10 @@ Owns: starting each cluster as three separate processes on free 127.0.0.1 ports 
 time, the other stopped), each node with its own store directory; waiting until the cluster can
 host a stream (jetraft: ``/healthz`` 200 on every node; both: ``$JS.API.INFO`` answered and a
 ``num_replicas: 3`` file stream created through node 1, retried until a deadline); running the
-phases of :mod:`bench.loadgen` (sync publish, pipelined publish, pipelined Direct Get) and of
-:mod:`bench.batch_bench` (atomic batches of 1000 messages) over one connection to node 1; and
-printing a table of both clusters with the ratio jetraft/nats-server and the issue's targets.
+phases of :mod:`bench.loadgen` (sync publish, pipelined publish, sync and pipelined Direct Get)
+and of :mod:`bench.batch_bench` (atomic batches of 1000 messages) over one connection to node 1;
+and printing a table of the clusters with jetraft's ratio to each nats-server and the R3 floors
+of :mod:`bench.floors`.
 
 Durations: each phase first runs a short warm-up of a fixed size, whose rate sets the phase's
 operation count so that it lasts about ``--seconds``; the counts (not the clock) then bound the
@@ -16,7 +17,8 @@ Run it with ``python -m bench.cluster_bench`` from the project root (``--quick``
 ``--nats-sync-always`` to add a nats-server cluster that fsyncs every write, ``--append-results``
 to append the markdown section to ``bench/results.md``, ``--profile DIR`` to py-spy the jetraft
 stream leader during pipelined publish). Each process's CPU use (from /proc) is reported per
-phase, because the three nodes and the client share the machine's cores.
+phase, because the three nodes and the client share the machine's cores, and the three nodes'
+CPU per operation next to each rate.
 
 Must never: leave a node running (every process it starts is stopped by pid in a ``finally``,
 py-spy included), run both clusters at once, touch a store directory it did not create, or report
@@ -31,7 +33,6 @@ import datetime
 import json
 import math
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -44,9 +45,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from bench import floors
+from bench.batch_bench import BATCH_PHASE, BatchClient, BatchLoad
+from bench.batch_bench import PHASE_BATCH_SIZE as BATCH_SIZE
 from bench.batch_bench import STREAM as BATCH_STREAM
 from bench.batch_bench import SUBJECT_PREFIX as BATCH_SUBJECT_PREFIX
-from bench.batch_bench import BatchClient, BatchLoad
+from bench.cpu import pids_meter, process_cpu_s
 from bench.loadgen import (
     DEFAULT_PAYLOAD_BYTES,
     DEFAULT_SEED,
@@ -55,6 +59,7 @@ from bench.loadgen import (
     PIPELINED_DIRECT_GET,
     PIPELINED_PUBLISH,
     SUBJECT_PREFIX,
+    SYNC_DIRECT_GET,
     SYNC_PUBLISH,
     InboxRouter,
     LoadConfig,
@@ -62,15 +67,22 @@ from bench.loadgen import (
     PhaseResult,
     run_event_loop,
 )
-from bench.runner import format_latency, format_rate, format_ratio, nats_version
+from bench.report import (
+    JETRAFT,
+    NATS,
+    NATS_SYNC,
+    ServerRun,
+    markdown_table,
+    plans_in_order,
+    table,
+    text_table,
+)
+from bench.runner import floor_table, machine, nats_sync_always_args
 from cluster.ops.probes import http_get_json
 from cluster.ops.process import HOST, NATS_SERVER_BIN, distinct_free_ports
 from cluster.ops.servers import ServerProc
 
 RESULTS_PATH = Path(__file__).resolve().parent / "results.md"
-NATS = "nats-server"
-NATS_SYNC = "nats-server sync always"
-JETRAFT = "jetraft"
 
 NODES = 3
 REPLICAS = 3
@@ -80,9 +92,7 @@ PORTS_PER_NODE = 3  # client, monitor, cluster
 DEFAULT_SECONDS = 5.0
 QUICK_SECONDS = 1.5
 SECONDS_MIN = 0.1
-BATCH_SIZE = 1000
-BATCH_PHASE = "atomic batch 1000"
-PHASES = (SYNC_PUBLISH, PIPELINED_PUBLISH, PIPELINED_DIRECT_GET, BATCH_PHASE)
+PHASES = (SYNC_PUBLISH, PIPELINED_PUBLISH, SYNC_DIRECT_GET, PIPELINED_DIRECT_GET, BATCH_PHASE)
 
 # warm-ups: fixed sizes, large enough to fill the pipeline and warm the caches
 WARMUP_SYNC_OPS = 200
@@ -100,17 +110,11 @@ READY_API_TIMEOUT_S = 2.0
 CONNECT_TIMEOUT_S = 10.0
 API_TIMEOUT_S = 10.0
 HTTP_OK = 200
-CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 PY_SPY_CANDIDATES = (Path("/tmp/tools/bin/py-spy"),)
 PY_SPY_RATE_HZ = 100
 PY_SPY_EXIT_TIMEOUT_S = 30.0
 PROFILE_TOP_FRAMES = 15
-
-# the issue's targets for the cluster: (phase, minimum ratio jetraft/nats-server)
-TARGETS = ((PIPELINED_PUBLISH, 0.5), (BATCH_PHASE, 1.0))
-
-MISSING = "-"
 
 
 class ClusterBenchError(RuntimeError):
@@ -195,17 +199,29 @@ def cluster_procs(
 
 def nats_cluster(tmp: Path, sync_always: bool) -> ClusterProcs:
     """nats-server as deployed by default (fsync every 2 min), or fsyncing every write."""
-    extra: tuple[str, ...] = ()
-    if sync_always:
-        conf = tmp / "sync-always.conf"
-        conf.write_text("jetstream { sync_interval: always }\n")
-        extra = ("-c", str(conf))
+    extra = nats_sync_always_args(tmp) if sync_always else ()
     server = NATS_SYNC if sync_always else NATS
     return cluster_procs(server, [str(NATS_SERVER_BIN), "-js"], tmp, "n", extra)
 
 
 def jetraft_cluster(tmp: Path) -> ClusterProcs:
     return cluster_procs(JETRAFT, [sys.executable, "-m", "cluster.cli", "server", "-js"], tmp, "j")
+
+
+ClusterPlan = tuple[str, Callable[[Path], ClusterProcs]]
+
+
+def cluster_plans(
+    *, nats: bool = True, sync_always: bool = False, jetraft: bool = True
+) -> list[ClusterPlan]:
+    """The clusters to run, in order: nats-server, nats-server sync always, jetraft."""
+    return plans_in_order(
+        lambda tmp, always: nats_cluster(tmp, sync_always=always),
+        jetraft_cluster,
+        nats=nats,
+        sync_always=sync_always,
+        jetraft=jetraft,
+    )
 
 
 def wait_healthz(procs: ClusterProcs, deadline: float) -> None:
@@ -239,17 +255,6 @@ def meta_leader(procs: ClusterProcs) -> str | None:
 
 CpuSnapshot = tuple[float, dict[str, float]]  # (monotonic time, CPU seconds by process)
 CLIENT = "client"
-
-
-def process_cpu_s(pid: int) -> float | None:
-    """User plus system CPU seconds of ``pid`` so far, from /proc (None where it cannot be read)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rpartition(")")[2].split()
-    # after the command: state is field 3, utime and stime are fields 14 and 15 (proc(5))
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S
 
 
 def cpu_snapshot(procs: ClusterProcs) -> CpuSnapshot:
@@ -359,16 +364,13 @@ def format_profile(collapsed: str, top: int = PROFILE_TOP_FRAMES) -> str:
 
 
 @dataclass
-class ClusterRun:
+class ClusterRun(ServerRun):
     """One cluster's outcome: results by phase, who led what, or the error that stopped it."""
 
-    server: str
-    results: dict[str, PhaseResult] = field(default_factory=dict)
     leaders: dict[str, str] = field(default_factory=dict)
     meta_leader: str | None = None
     cpu: dict[str, dict[str, float]] = field(default_factory=dict)  # phase -> process -> %
     profile: str | None = None
-    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -464,7 +466,9 @@ class ClusterLoad:
         self.procs = procs
         self.run = run
         self.router = InboxRouter(client)
-        self.batches = BatchLoad(client, 1)
+        # every phase's server CPU is the three nodes' together
+        meter = pids_meter([node.pid for node in procs.nodes])
+        self.batches = BatchLoad(client, 1, meter)
         load_config = LoadConfig(
             msgs=0,
             payload_bytes=config.payload_bytes,
@@ -472,7 +476,7 @@ class ClusterLoad:
             seed=config.seed,
             stream=DEFAULT_STREAM,
         )
-        self.gen = LoadGenerator(self.router, load_config)
+        self.gen = LoadGenerator(self.router, load_config, meter)
         self.acked = 0
 
     async def measure(
@@ -531,6 +535,12 @@ class ClusterLoad:
             )
         first_seq, last_seq = int(state["first_seq"]), int(state["last_seq"])
 
+        async def sync(count: int) -> PhaseResult:
+            seqs = gen.random_seqs(count, first_seq, last_seq)
+            return await gen.sync_phase(
+                SYNC_DIRECT_GET, count, gen.direct_sender(seqs), gen.direct_check(seqs)
+            )
+
         async def direct(count: int) -> PhaseResult:
             seqs = gen.random_seqs(count, first_seq, last_seq)
             return await gen.pipelined_phase(
@@ -538,6 +548,7 @@ class ClusterLoad:
             )
 
         window = self.config.window
+        await self.measure(SYNC_DIRECT_GET, sync, WARMUP_SYNC_OPS, OPS_MIN, OPS_MAX)
         await self.measure(
             PIPELINED_DIRECT_GET, direct, WARMUP_PIPELINE_WINDOWS * window, window, OPS_MAX
         )
@@ -551,7 +562,7 @@ class ClusterLoad:
             nonlocal runs
             runs += 1  # batch ids must differ from one run to the next
             result = await batches.run(BATCH_SIZE, count, payload, f"r{runs}")
-            return PhaseResult(BATCH_PHASE, count * BATCH_SIZE, result.elapsed_s)
+            return result.as_phase()
 
         await self.measure(
             BATCH_PHASE, run_batches, WARMUP_BATCHES, BATCHES_MIN, BATCHES_MAX, BATCH_SIZE
@@ -653,68 +664,6 @@ def run_against(
 # ------------------------------------------------------------------------------- reporting
 
 
-def table(runs: Sequence[ClusterRun]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows: phase, metric, each run, then jetraft over each nats-server run."""
-    by_server = {run.server: run for run in runs}
-    jetraft = by_server.get(JETRAFT)
-    others = [run for run in runs if run.server != JETRAFT]
-    header = ["phase", "metric", *(run.server for run in runs)]
-    header += [f"{JETRAFT}/{run.server}" for run in others] if jetraft else []
-    rows = []
-    for phase in PHASES:
-        results = [run.results.get(phase) for run in runs]
-        j = jetraft.results.get(phase) if jetraft else None
-        unit = "req/s" if "get" in phase else "msgs/s"
-        row = [phase, unit, *(format_rate(r) for r in results)]
-        if jetraft:
-            row += [
-                format_ratio(j.rate_per_s if j else None, o.rate_per_s if o else None)
-                for o in (run.results.get(phase) for run in others)
-            ]
-        rows.append(row)
-        if any(r is not None and r.p50_us is not None for r in results):
-            row = [phase, "latency p50 / p99 (µs)", *(format_latency(r) for r in results)]
-            if jetraft:
-                row += [
-                    format_ratio(j.p50_us if j else None, o.p50_us if o else None)
-                    for o in (run.results.get(phase) for run in others)
-                ]
-            rows.append(row)
-    return header, rows
-
-
-def targets(runs: Sequence[ClusterRun]) -> list[str]:
-    by_server = {run.server: run for run in runs}
-    jetraft, nats = by_server.get(JETRAFT), by_server.get(NATS)
-    lines = []
-    for phase, minimum in TARGETS:
-        j = jetraft.results.get(phase) if jetraft else None
-        n = nats.results.get(phase) if nats else None
-        if j is None or n is None or n.rate_per_s == 0:
-            verdict, shown = "not measured", MISSING
-        else:
-            ratio = j.rate_per_s / n.rate_per_s
-            verdict, shown = ("met" if ratio >= minimum else "not met"), f"{ratio:.2f}"
-        lines.append(f"{phase}: jetraft/nats-server ≥ {minimum:.1f}x — {shown} — {verdict}")
-    return lines
-
-
-def text_table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    out = []
-    for row in [header, *rows]:
-        cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
-        cells += [row[i].rjust(widths[i]) for i in range(2, len(header))]
-        out.append("  ".join(cells))
-    return "\n".join(out)
-
-
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|---|---|" + "---:|" * (len(header) - 2)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def run_notes(runs: Sequence[ClusterRun]) -> list[str]:
     notes = []
     for run in runs:
@@ -741,28 +690,19 @@ DURABILITY_NOTE = (
 )
 
 
-def report(
-    config: BenchConfig, argv: Sequence[str], runs: Sequence[ClusterRun], errors: list[str]
-) -> str:
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    header, rows = table(runs)
-    command = " ".join(["python -m bench.cluster_bench", *argv])
-    lines = [
-        "## 3-node clusters, R3 stream",
-        "",
-        f"Run {now} with `{command}`: about {config.seconds:g} s per phase after a warm-up, "
-        f"{config.payload_bytes}-byte payloads, pipeline window {config.window}, batches of "
-        f"{BATCH_SIZE} one at a time; file storage, `num_replicas: 3`, allow_direct and "
-        f"allow_atomic on; one connection to node 1; one 3-process cluster at a time on "
-        f"127.0.0.1. Machine: {os.cpu_count()} CPUs, {platform.machine()}, Python "
-        f"{platform.python_version()}; {nats_version()}.",
-        "",
-        markdown_table(header, rows),
-        "",
-        "Targets (issue 4):",
-        "",
-        *(f"* {line}" for line in targets(runs)),
-        "",
+def describe(config: BenchConfig) -> str:
+    """How the R3 numbers were measured, for the markdown report."""
+    return (
+        f"about {config.seconds:g} s per phase after a warm-up, {config.payload_bytes}-byte "
+        f"payloads, pipeline window {config.window}, batches of {BATCH_SIZE} one at a time; file "
+        "storage, `num_replicas: 3`, allow_direct and allow_atomic on; one connection to node 1; "
+        "one 3-process cluster at a time on 127.0.0.1"
+    )
+
+
+def notes_markdown(runs: Sequence[ClusterRun]) -> list[str]:
+    """Leaders and per-process CPU, as markdown paragraphs and lists."""
+    return [
         "Leaders (node 1 takes the client connection; it need not lead the stream):",
         "",
         *(f"* {line}" for line in run_notes(runs)),
@@ -771,6 +711,25 @@ def report(
         "shared by the three nodes and the client):",
         "",
         *(f"* {line}" for line in cpu_notes(runs)),
+    ]
+
+
+def report(
+    config: BenchConfig, argv: Sequence[str], runs: Sequence[ClusterRun], errors: list[str]
+) -> str:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    header, rows = table(runs, PHASES)
+    command = " ".join(["python -m bench.cluster_bench", *argv])
+    lines = [
+        "## 3-node clusters, R3 stream",
+        "",
+        f"Run {now} with `{command}`: {describe(config)}. {machine()}",
+        "",
+        markdown_table(header, rows),
+        "",
+        markdown_table(*floor_table(floors.R3, runs)),
+        "",
+        *notes_markdown(runs),
         "",
         DURABILITY_NOTE,
     ]
@@ -841,21 +800,19 @@ def main(argv: list[str] | None = None) -> int:
         profile_dir=args.profile,
     )
 
-    plans: list[tuple[str, Callable[[Path], ClusterProcs]]] = []
-    if not args.jetraft_only:
-        plans.append((NATS, lambda tmp: nats_cluster(tmp, sync_always=False)))
-        if args.nats_sync_always:
-            plans.append((NATS_SYNC, lambda tmp: nats_cluster(tmp, sync_always=True)))
-    if not args.nats_only:
-        plans.append((JETRAFT, jetraft_cluster))
+    plans = cluster_plans(
+        nats=not args.jetraft_only, sync_always=args.nats_sync_always, jetraft=not args.nats_only
+    )
     runs = [run_against(server, make, config, args.log_dir) for server, make in plans]
     errors = [f"{run.server}: {run.error}" for run in runs if run.error is not None]
 
-    header, rows = table(runs)
+    header, rows = table(runs, PHASES)
     print()
     print(text_table(header, rows))
     print()
-    for line in [*targets(runs), *run_notes(runs), *cpu_notes(runs)]:
+    print(text_table(*floor_table(floors.R3, runs)))
+    print()
+    for line in [*run_notes(runs), *cpu_notes(runs)]:
         print(line)
     for run in runs:
         if run.profile:

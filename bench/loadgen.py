@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bench.cpu import CpuMeter, read_meter, spent_since
 from bench.rawclient import RawClient
 from protocol.headers import get_header
 
@@ -62,6 +63,9 @@ class LoadgenError(RuntimeError):
 @dataclass(frozen=True)
 class LoadConfig:
     msgs: int = DEFAULT_MSGS
+    # the pipelined phases' count, when not ``msgs``: they run many times faster than the sync
+    # ones, so the same count would time only a fraction of a second
+    pipelined_msgs: int | None = None
     payload_bytes: int = DEFAULT_PAYLOAD_BYTES
     window: int = DEFAULT_WINDOW
     seed: int = DEFAULT_SEED
@@ -78,10 +82,25 @@ class PhaseResult:
     elapsed_s: float
     p50_us: float | None = None
     p99_us: float | None = None
+    server_cpu_s: float | None = None  # the server processes' CPU during the phase
+    client_cpu_s: float | None = None  # the load generator's own CPU during the phase
 
     @property
     def rate_per_s(self) -> float:
         return self.ops / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def cpu_us_per_op(self) -> float | None:
+        if self.server_cpu_s is None or self.ops == 0:
+            return None
+        return self.server_cpu_s * 1e6 / self.ops
+
+    @property
+    def client_busy(self) -> float | None:
+        """The share of one core the load generator used: near 1, it was the limit."""
+        if self.client_cpu_s is None or self.elapsed_s <= 0:
+            return None
+        return self.client_cpu_s / self.elapsed_s
 
 
 def percentile(sorted_values: list[int], permille: int) -> int:
@@ -200,15 +219,25 @@ class _Pipeline:
             self.done.set_result(None)
 
 
-class LoadGenerator:
-    """Runs the phases over one connection against one server."""
+def seeded_payload(config: LoadConfig) -> tuple[random.Random, bytes]:
+    """The published payload and the random source the phases go on drawing from, both from
+    ``config.seed`` (a responder standing in for a server needs the same payload)."""
+    rng = random.Random(config.seed)
+    return rng, rng.randbytes(config.payload_bytes)
 
-    def __init__(self, router: InboxRouter, config: LoadConfig) -> None:
+
+class LoadGenerator:
+    """Runs the phases over one connection against one server; with a ``cpu_meter`` each
+    phase's result also has the server's CPU seconds over the phase."""
+
+    def __init__(
+        self, router: InboxRouter, config: LoadConfig, cpu_meter: CpuMeter | None = None
+    ) -> None:
         self.router = router
         self.client = router.client
         self.config = config
-        rng = random.Random(config.seed)
-        self.payload = rng.randbytes(config.payload_bytes)
+        self.cpu_meter = cpu_meter
+        rng, self.payload = seeded_payload(config)
         self.subjects = [f"{SUBJECT_PREFIX}.{i}".encode() for i in range(SUBJECT_COUNT)]
         self.direct_subject = f"$JS.API.DIRECT.GET.{config.stream}".encode()
         self._rng = rng
@@ -288,6 +317,8 @@ class LoadGenerator:
         expect = self.router.expect
         timeout_s = self.config.op_timeout_s
         clock = time.perf_counter_ns
+        cpu_before = read_meter(self.cpu_meter)
+        client_before = time.process_time()
         started = clock()
         for token in range(count):
             future = expect(token)
@@ -299,6 +330,8 @@ class LoadGenerator:
             if problem is not None:
                 raise LoadgenError(f"{name}, request {token}: {problem}")
         elapsed_s = (clock() - started) / 1e9
+        cpu_s = spent_since(self.cpu_meter, cpu_before)
+        client_cpu_s = time.process_time() - client_before
         self.router.expect(-1)
         latencies_ns.sort()
         return PhaseResult(
@@ -307,6 +340,8 @@ class LoadGenerator:
             elapsed_s,
             percentile(latencies_ns, P50_PERMILLE) / NS_PER_US,
             percentile(latencies_ns, P99_PERMILLE) / NS_PER_US,
+            cpu_s,
+            client_cpu_s,
         )
 
     async def pipelined_phase(
@@ -315,6 +350,8 @@ class LoadGenerator:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         pipeline = _Pipeline(count, self.config.window, send, check, done)
         self.router.on_pipelined = pipeline.on_reply
+        cpu_before = read_meter(self.cpu_meter)
+        client_before = time.process_time()
         started = time.perf_counter()
         deadline = started + self.config.phase_deadline_s
         self.client.watch(done)
@@ -329,24 +366,30 @@ class LoadGenerator:
                 if pipeline.received == before or time.perf_counter() > deadline:
                     raise LoadgenError(f"{name}: stalled at {pipeline.received}/{count} replies")
             elapsed_s = time.perf_counter() - started
+            cpu_s = spent_since(self.cpu_meter, cpu_before)
+            client_cpu_s = time.process_time() - client_before
         finally:
             self.client.unwatch(done)
             self.router.on_pipelined = None
-        return PhaseResult(name, count, elapsed_s)
+        return PhaseResult(name, count, elapsed_s, server_cpu_s=cpu_s, client_cpu_s=client_cpu_s)
 
     def random_seqs(self, count: int, first_seq: int, last_seq: int) -> list[int]:
         return [self._rng.randint(first_seq, last_seq) for _ in range(count)]
 
     async def run(self) -> list[PhaseResult]:
         msgs = self.config.msgs
+        pipelined = msgs if self.config.pipelined_msgs is None else self.config.pipelined_msgs
         await self.create_stream()
         results = [
             await self.sync_phase(SYNC_PUBLISH, msgs, self.send_publish, self.check_ack),
-            await self.pipelined_phase(PIPELINED_PUBLISH, msgs, self.send_publish, self.check_ack),
+            await self.pipelined_phase(
+                PIPELINED_PUBLISH, pipelined, self.send_publish, self.check_ack
+            ),
         ]
         state = await self.stream_state()
-        if state["messages"] != 2 * msgs:
-            raise LoadgenError(f"stream holds {state['messages']} messages, {2 * msgs} acked")
+        acked = msgs + pipelined
+        if state["messages"] != acked:
+            raise LoadgenError(f"stream holds {state['messages']} messages, {acked} acked")
         first_seq, last_seq = int(state["first_seq"]), int(state["last_seq"])
         seqs = self.random_seqs(msgs, first_seq, last_seq)
         results.append(
@@ -354,23 +397,25 @@ class LoadGenerator:
                 SYNC_DIRECT_GET, msgs, self.direct_sender(seqs), self.direct_check(seqs)
             )
         )
-        seqs = self.random_seqs(msgs, first_seq, last_seq)
+        seqs = self.random_seqs(pipelined, first_seq, last_seq)
         results.append(
             await self.pipelined_phase(
-                PIPELINED_DIRECT_GET, msgs, self.direct_sender(seqs), self.direct_check(seqs)
+                PIPELINED_DIRECT_GET, pipelined, self.direct_sender(seqs), self.direct_check(seqs)
             )
         )
         await self.delete_stream()
         return results
 
 
-async def run_load(host: str, port: int, config: LoadConfig) -> list[PhaseResult]:
+async def run_load(
+    host: str, port: int, config: LoadConfig, cpu_meter: CpuMeter | None = None
+) -> list[PhaseResult]:
     """Connect to ``host:port``, run every phase in order, and close the connection."""
     client = await RawClient.connect(host, port, CONNECT_TIMEOUT_S)
     try:
         router = InboxRouter(client)
         await client.flush(CONNECT_TIMEOUT_S)
-        return await LoadGenerator(router, config).run()
+        return await LoadGenerator(router, config, cpu_meter).run()
     finally:
         client.close()
 

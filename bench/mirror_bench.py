@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.cluster_bench import markdown_table, process_cpu_s, text_table
+from bench.cpu import process_cpu_s
 from bench.loadgen import (
     DEFAULT_PAYLOAD_BYTES,
     DEFAULT_SEED,
@@ -63,7 +63,7 @@ from bench.loadgen import (
     status_line,
 )
 from bench.rawclient import RawClient
-from bench.runner import format_rate, format_ratio, nats_version
+from bench.report import format_rate, format_ratio, markdown_table, nats_version, text_table
 from cluster.ops.process import HOST, NATS_SERVER_BIN
 from cluster.ops.servers import ServerProc, ServerStartError, jetraft_proc, nats_server_proc
 from protocol.headers import get_header

@@ -1,10 +1,10 @@
 """A minimal raw-protocol NATS client for the load generator, on an asyncio Protocol.
 
-Owns: one TCP connection, the INFO/CONNECT/PING handshake, SUB, PUB and the parsing of what the
-server sends back (MSG, HMSG, PING, PONG, +OK, -ERR, INFO). Messages are handed to a per-sid
-callback straight from ``data_received`` so that a pipelined phase can send its next request
-without a future or a task per message; writes made from a callback are coalesced into one
-``transport.write`` per read.
+Owns: one TCP connection, the INFO/CONNECT/PING handshake, SUB (in a queue group or not), PUB,
+HPUB and the parsing of what the server sends back (MSG, HMSG, PING, PONG, +OK, -ERR, INFO).
+Messages are handed to a per-sid callback straight from ``data_received`` so that a pipelined
+phase can send its next request without a future or a task per message; writes made from a
+callback are coalesced into one ``transport.write`` per read.
 
 Why not nats-py: the benchmark must measure the server, not a client's per-message overhead, and
 the same thin client is used against nats-server and jetraft so the ratio is fair.
@@ -162,11 +162,12 @@ class RawClient:
 
     # ----------------------------------------------------------------- public operations
 
-    def subscribe(self, subject: bytes, callback: MsgCallback) -> int:
+    def subscribe(self, subject: bytes, callback: MsgCallback, queue: bytes | None = None) -> int:
         sid = self._next_sid
         self._next_sid += 1
         self._subs[sid] = callback
-        self._write(b"SUB " + subject + b" " + str(sid).encode() + b"\r\n")
+        group = b"" if queue is None else queue + b" "
+        self._write(b"SUB " + subject + b" " + group + str(sid).encode() + b"\r\n")
         return sid
 
     def publish(self, subject: bytes, payload: bytes, reply: bytes | None = None) -> None:
@@ -175,6 +176,11 @@ class RawClient:
             self._write(b"PUB " + subject + b" " + size + b"\r\n" + payload + b"\r\n")
         else:
             self._write(b"PUB " + subject + b" " + reply + b" " + size + b"\r\n" + payload + CRLF)
+
+    def hpublish(self, subject: bytes, hdr: bytes, payload: bytes) -> None:
+        """HPUB without a reply subject; ``hdr`` is a whole header block (ending CRLF CRLF)."""
+        sizes = str(len(hdr)).encode() + b" " + str(len(hdr) + len(payload)).encode()
+        self._write(b"HPUB " + subject + b" " + sizes + b"\r\n" + hdr + payload + CRLF)
 
     async def flush(self, timeout_s: float) -> None:
         """Round trip a PING: everything sent before it has been processed by the server."""

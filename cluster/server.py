@@ -43,6 +43,7 @@ from cluster.routes import RouteManager
 from cluster.security_config import RouteAuthConfig, TLSConfig, server_ssl_context
 from cluster.sys_requests import SystemRequests
 from engine.batch import BatchLimits
+from protocol import native
 from protocol.auth_config import ClientAuthConfig
 from protocol.parser import MAX_CONTROL_LINE_BYTES_DEFAULT
 from protocol.stream_config import SERVER_API_LEVEL
@@ -290,6 +291,8 @@ class Server:
         log.info("Listening for client connections on %s:%d", self.opts.host, self.port)
         if self.opts.tls is not None:
             log.info("TLS required for client connections")
+        compiled, why = native.status()
+        log.info("%s: %s", "Compiled modules" if compiled else "Pure Python", why)
         log.info("Server is ready (name=%s, store_dir=%s)", self.name, self.opts.store_dir)
 
     def request_stop(self) -> None:

@@ -222,6 +222,19 @@ def _source_positions(blob: bytes) -> dict[str, int]:
     return doc
 
 
+class _DecodedMeta(NamedTuple):
+    config: StreamConfig
+    consumers: ConsumerSet
+    consumers_blob: bytes
+    positions: dict[str, int]
+    applied: int
+    last_seq: int
+    empty_first: int
+    last_ts_ns: int
+    created_ns: int
+    msg_id: str
+
+
 class Stream:
     """A stream's state machine over a ``MessageStore``; implements ``engine.view.StreamView``."""
 
@@ -271,11 +284,9 @@ class Stream:
         meta = store.get_meta()
         if meta is None:
             raise StreamMetaError("the store holds no stream meta")
-        # The constructor wants a config and creation time although the meta overrides them:
-        # read them from the meta first, on a bare instance.
-        probe = cls.__new__(cls)
-        config = probe._restore_meta(meta)
-        return cls(config, store, probe._created_ns)
+        # The constructor wants a config and creation time although the meta overrides them.
+        decoded = _decode_meta(meta)
+        return cls(decoded.config, store, decoded.created_ns)
 
     # ================================================================== apply
 
@@ -1433,52 +1444,17 @@ class Stream:
         )
 
     def _restore_meta(self, meta: bytes) -> StreamConfig:
-        try:
-            head = _META_HEAD.unpack_from(meta, 0)
-            version, applied, last_seq, empty_first, last_ts_ns, created_ns = head
-            if version not in (
-                META_FORMAT_VERSION,
-                META_FORMAT_VERSION_NO_SOURCES,
-                META_FORMAT_VERSION_NO_CONSUMERS,
-            ):
-                raise StreamMetaError(f"unknown meta version {version}")
-            pos = _META_HEAD.size
-            (id_len,) = _U32.unpack_from(meta, pos)
-            pos += _U32.size
-            msg_id = meta[pos : pos + id_len].decode("utf-8", "surrogatepass")
-            pos += id_len
-            (cfg_len,) = _U32.unpack_from(meta, pos)
-            pos += _U32.size
-            config_json = meta[pos : pos + cfg_len]
-            pos += cfg_len
-            consumers_blob = positions_blob = b""
-            if version >= META_FORMAT_VERSION_NO_SOURCES:
-                (blob_len,) = _U32.unpack_from(meta, pos)
-                pos += _U32.size
-                consumers_blob = meta[pos : pos + blob_len]
-                pos += blob_len
-            if version >= META_FORMAT_VERSION:
-                (blob_len,) = _U32.unpack_from(meta, pos)
-                pos += _U32.size
-                positions_blob = meta[pos : pos + blob_len]
-                pos += blob_len
-            if pos != len(meta):
-                raise StreamMetaError("meta length mismatch")
-            config = StreamConfig.model_validate_json(config_json)
-            consumers = ConsumerSet.from_json(consumers_blob) if consumers_blob else ConsumerSet()
-            positions = _source_positions(positions_blob)
-        except (struct.error, UnicodeDecodeError, ValidationError, ValueError) as exc:
-            raise StreamMetaError(f"bad stream meta: {exc}") from None
-        self.consumers = consumers
-        self._consumers_blob = bytes(consumers_blob)
-        self._source_positions = positions
-        self._applied_index = applied
-        self._last_seq = last_seq
-        self._empty_first_seq = empty_first
-        self._last_ts_ns = last_ts_ns
-        self._created_ns = created_ns
-        self._last_msg_id = msg_id
-        return config
+        decoded = _decode_meta(meta)
+        self.consumers = decoded.consumers
+        self._consumers_blob = decoded.consumers_blob
+        self._source_positions = decoded.positions
+        self._applied_index = decoded.applied
+        self._last_seq = decoded.last_seq
+        self._empty_first_seq = decoded.empty_first
+        self._last_ts_ns = decoded.last_ts_ns
+        self._created_ns = decoded.created_ns
+        self._last_msg_id = decoded.msg_id
+        return decoded.config
 
     def _rebuild_from_store(self, *, has_meta: bool) -> None:
         """Rebuild the indexes and the dedupe window from the stored messages."""
@@ -1536,3 +1512,55 @@ def _utf8_len(text: str) -> int:
         return len(text.encode("utf-8", "surrogateescape"))
     except UnicodeEncodeError:
         return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _decode_meta(meta: bytes) -> _DecodedMeta:
+    """The engine meta written by ``Stream._meta_bytes``; raises StreamMetaError."""
+    try:
+        head = _META_HEAD.unpack_from(meta, 0)
+        version, applied, last_seq, empty_first, last_ts_ns, created_ns = head
+        if version not in (
+            META_FORMAT_VERSION,
+            META_FORMAT_VERSION_NO_SOURCES,
+            META_FORMAT_VERSION_NO_CONSUMERS,
+        ):
+            raise StreamMetaError(f"unknown meta version {version}")
+        pos = _META_HEAD.size
+        (id_len,) = _U32.unpack_from(meta, pos)
+        pos += _U32.size
+        msg_id = meta[pos : pos + id_len].decode("utf-8", "surrogatepass")
+        pos += id_len
+        (cfg_len,) = _U32.unpack_from(meta, pos)
+        pos += _U32.size
+        config_json = meta[pos : pos + cfg_len]
+        pos += cfg_len
+        consumers_blob = positions_blob = b""
+        if version >= META_FORMAT_VERSION_NO_SOURCES:
+            (blob_len,) = _U32.unpack_from(meta, pos)
+            pos += _U32.size
+            consumers_blob = meta[pos : pos + blob_len]
+            pos += blob_len
+        if version >= META_FORMAT_VERSION:
+            (blob_len,) = _U32.unpack_from(meta, pos)
+            pos += _U32.size
+            positions_blob = meta[pos : pos + blob_len]
+            pos += blob_len
+        if pos != len(meta):
+            raise StreamMetaError("meta length mismatch")
+        config = StreamConfig.model_validate_json(config_json)
+        consumers = ConsumerSet.from_json(consumers_blob) if consumers_blob else ConsumerSet()
+        positions = _source_positions(positions_blob)
+    except (struct.error, UnicodeDecodeError, ValidationError, ValueError) as exc:
+        raise StreamMetaError(f"bad stream meta: {exc}") from None
+    return _DecodedMeta(
+        config,
+        consumers,
+        bytes(consumers_blob),
+        positions,
+        applied,
+        last_seq,
+        empty_first,
+        last_ts_ns,
+        created_ns,
+        msg_id,
+    )

@@ -103,7 +103,7 @@ def parse_header_block(hdr: bytes) -> HeaderBlock:
 
 
 def _encode_items(items: Sequence[tuple[str, str]]) -> bytes:
-    return b"".join(f"{k}: {v}\r\n".encode() for k, v in items)
+    return b"".join([f"{k}: {v}\r\n".encode() for k, v in items])
 
 
 def encode_header_block(

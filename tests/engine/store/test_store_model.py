@@ -217,19 +217,18 @@ def test_file_store_crash_recovers_a_prefix_at_least_as_new_as_the_last_fsync(
     between that fsync and the end."""
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "s"
-        store = FileStore(directory, segment_bytes_max=segment_bytes_max)
         synced_sizes: dict[str, int] = {}
         fsynced = False
-        real_fsync = store.fsync
 
-        def recording_fsync() -> None:
-            nonlocal fsynced
-            fsynced = True
-            synced_sizes.clear()
-            synced_sizes.update({p.name: p.stat().st_size for p in directory.glob("seg-*")})
-            real_fsync()
+        class RecordingStore(FileStore):
+            def fsync(self) -> None:
+                nonlocal fsynced
+                fsynced = True
+                synced_sizes.clear()
+                synced_sizes.update({p.name: p.stat().st_size for p in directory.glob("seg-*")})
+                super().fsync()
 
-        store.fsync = recording_fsync  # type: ignore[method-assign]
+        store = RecordingStore(directory, segment_bytes_max=segment_bytes_max)
         model: dict[int, StoredMsg] = {}
         meta: bytes | None = None
         states: list[State] = [([], None)]
