@@ -42,8 +42,10 @@ def build() -> bool:
         print(f"native build skipped: {exc.name} is not installed (pure Python is used)")
         return False
     hashes = {module: source_hash(module) for module in COMPILED_MODULES}
+    # from scratch: an extension left from an earlier module list would shadow its source
+    shutil.rmtree(NATIVE_DIR, ignore_errors=True)
+    NATIVE_DIR.mkdir(parents=True)
     manifest = NATIVE_DIR / MANIFEST_NAME
-    manifest.unlink(missing_ok=True)
     sources = [str(source_path(m).relative_to(PROJECT_ROOT)) for m in COMPILED_MODULES]
     print(f"compiling {len(COMPILED_MODULES)} modules with mypyc into {NATIVE_DIR} (a minute)")
     cwd = os.getcwd()

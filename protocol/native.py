@@ -77,11 +77,24 @@ def decide(native_dir: Path, environ: Mapping[str, str]) -> tuple[bool, str]:
         if not isinstance(modules, dict) or set(modules) != set(COMPILED_MODULES):
             return False, f"{native_dir} holds another module list"
         stale = [m for m in COMPILED_MODULES if modules[m] != source_hash(m)]
+        # an extension of a module no longer listed would still shadow its source
+        if _extension_modules(native_dir) != set(COMPILED_MODULES):
+            return False, f"{native_dir} holds extensions of other modules (make rebuilds)"
     except (OSError, ValueError, AttributeError):
         return False, "no compiled build (make builds it; pure Python behaves the same)"
     if stale:
         return False, f"changed since the build: {', '.join(stale)} (make rebuilds)"
     return True, f"{len(COMPILED_MODULES)} modules compiled with mypyc"
+
+
+def _extension_modules(native_dir: Path) -> set[str]:
+    """The modules ``native_dir`` holds an extension of, by dotted name."""
+    suffix = str(sysconfig.get_config_var("EXT_SUFFIX"))
+    return {
+        ".".join(path.relative_to(native_dir).parts)[: -len(suffix)]
+        for path in native_dir.rglob(f"*{suffix}")
+        if path.parent != native_dir  # the build's shared runtime library
+    }
 
 
 class _Decision:
