@@ -66,10 +66,15 @@ GROUP_COMMIT_BYTES_MAX = 8 * 1024 * 1024
 _BATCH_ID_KEY = b"Nats-Batch-Id:"  # a cheap test before the header lookup on every publish
 
 
-@dataclass(slots=True)
 class QueuedPublish:
-    msg: InboundMsg
-    reply: str | None
+    """A publish waiting for the next proposal (one per message: a plain class, see
+    engine.entries.InboundMsg)."""
+
+    __slots__ = ("msg", "reply")
+
+    def __init__(self, msg: InboundMsg, reply: str | None) -> None:
+        self.msg = msg
+        self.reply = reply
 
 
 @dataclass(slots=True)

@@ -74,13 +74,30 @@ _I64_MIN: Final = -(1 << 63)
 _I64_MAX: Final = (1 << 63) - 1
 
 
-@dataclass(frozen=True, slots=True)
 class InboundMsg:
-    """One client publish as received: subject, full header block (or b""), payload."""
+    """One client publish as received: subject, full header block (or b""), payload.
 
-    subject: str
-    hdr: bytes
-    data: bytes
+    Immutable by contract (``Final``), and a plain class rather than a frozen dataclass: one is
+    built per published message, and a compiled (protocol/native.py) class with its own
+    ``__init__`` is built natively, while a dataclass's generated one stays interpreted."""
+
+    __slots__ = ("data", "hdr", "subject")
+
+    def __init__(self, subject: str, hdr: bytes, data: bytes) -> None:
+        self.subject: Final = subject
+        self.hdr: Final = hdr
+        self.data: Final = data
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, InboundMsg):
+            return NotImplemented
+        return (self.subject, self.hdr, self.data) == (other.subject, other.hdr, other.data)
+
+    def __hash__(self) -> int:
+        return hash((self.subject, self.hdr, self.data))
+
+    def __repr__(self) -> str:
+        return f"InboundMsg(subject={self.subject!r}, hdr={self.hdr!r}, data={self.data!r})"
 
 
 @dataclass(frozen=True, slots=True)
