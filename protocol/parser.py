@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 MAX_PAYLOAD_BYTES_DEFAULT = 1048576
 MAX_CONTROL_LINE_BYTES_DEFAULT = 4096
@@ -59,12 +59,36 @@ class Connect:
     options: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
 class Pub:
-    subject: str
-    reply: str | None
-    hdr: bytes | None
-    payload: bytes
+    """A PUB or HPUB. Immutable by contract (``Final``); a plain class rather than a frozen
+    dataclass because one is built per published message (see protocol/native.py)."""
+
+    __slots__ = ("hdr", "payload", "reply", "subject")
+
+    def __init__(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes) -> None:
+        self.subject: Final = subject
+        self.reply: Final = reply
+        self.hdr: Final = hdr
+        self.payload: Final = payload
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Pub):
+            return NotImplemented
+        return (self.subject, self.reply, self.hdr, self.payload) == (
+            other.subject,
+            other.reply,
+            other.hdr,
+            other.payload,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.subject, self.reply, self.hdr, self.payload))
+
+    def __repr__(self) -> str:
+        return (
+            f"Pub(subject={self.subject!r}, reply={self.reply!r}, hdr={self.hdr!r}, "
+            f"payload={self.payload!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,24 +125,6 @@ class ProtocolViolation:
 
 
 Event = Connect | Pub | Sub | Unsub | Ping | Pong | ProtocolViolation
-
-# Building a frozen dataclass goes through object.__setattr__ per field; on the publish hot path
-# the slot descriptors are set directly instead (same object, about twice as fast).
-_new_object = object.__new__
-_set_pub_subject = Pub.__dict__["subject"].__set__
-_set_pub_reply = Pub.__dict__["reply"].__set__
-_set_pub_hdr = Pub.__dict__["hdr"].__set__
-_set_pub_payload = Pub.__dict__["payload"].__set__
-
-
-def _make_pub(subject: str, reply: str | None, hdr: bytes | None, payload: bytes) -> Pub:
-    pub: Pub = _new_object(Pub)
-    _set_pub_subject(pub, subject)
-    _set_pub_reply(pub, reply)
-    _set_pub_hdr(pub, hdr)
-    _set_pub_payload(pub, payload)
-    return pub
-
 
 _PING = Ping()
 _PONG = Pong()
@@ -328,7 +334,7 @@ class ClientParser(ReceiveBuffer):
                         and buf[end + 1] == _NL
                     ):
                         self._pos = end + 2
-                        return _make_pub(
+                        return Pub(
                             subj_b.decode("utf-8", "surrogateescape"),
                             None if reply_b is None else reply_b.decode("utf-8", "surrogateescape"),
                             None,
@@ -510,8 +516,8 @@ class ClientParser(ReceiveBuffer):
         self._pos = end + 2
         if hdr_len > 0:
             split = pos + hdr_len
-            return _make_pub(subject, reply, buf[pos:split], buf[split:end])
-        return _make_pub(subject, reply, None, buf[pos:end])
+            return Pub(subject, reply, buf[pos:split], buf[split:end])
+        return Pub(subject, reply, None, buf[pos:end])
 
     def _check_trailer(self, end: int) -> Event | None:
         """Only the byte after the payload has arrived: it must be CR (nats-server fails fast)."""
