@@ -24,8 +24,9 @@ import heapq
 import json
 import struct
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from itertools import islice, takewhile
 from typing import Final, NamedTuple
 
@@ -154,6 +155,13 @@ META_FORMAT_VERSION_NO_CONSUMERS: Final = 1
 _META_HEAD = struct.Struct(">BQQQqq")
 _U32 = struct.Struct(">I")
 _UNCAPPED_BYTES: Final = 1 << 64  # "no limit" for the publish hot path's size comparisons
+
+
+# A StoredMsg per stored message, built as its tuple directly: NamedTuple's own constructor is an
+# interpreted function even when this module is compiled (protocol/native.py).
+_new_stored: Callable[[tuple[int, str, bytes, bytes, int]], StoredMsg] = partial(
+    tuple.__new__, StoredMsg
+)
 
 
 class StreamMetaError(ValueError):
@@ -887,7 +895,7 @@ class Stream:
         subject, hdr, data = msg.subject, msg.hdr, msg.data
         if self._republish is not None:
             self._queue_republish(seq, subject, hdr, data, ts_ns)
-        stored = StoredMsg(seq, subject, hdr, data, ts_ns)
+        stored = _new_stored((seq, subject, hdr, data, ts_ns))
         self._store.append(stored)
         self._index.add(seq, subject, ts_ns, size, content_fingerprint(hdr, data))
         if self._config.allow_msg_schedules:
