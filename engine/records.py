@@ -34,7 +34,12 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
 
+from engine.entry_codec import STR_ERRORS
 from engine.store import StoredMsg
+
+# A subject is stored as the log entry carries it: a client's bytes that are not UTF-8 reach
+# the engine as lone surrogates (the parser decodes with surrogateescape), which must round-trip.
+SUBJECT_ERRORS = STR_ERRORS
 
 RECORD_VERSION = 1
 
@@ -86,7 +91,7 @@ def append_msg(buf: bytearray, msg: StoredMsg) -> int:
     """Append the MSG record of ``msg`` to ``buf``; returns the record length in bytes.
 
     Hot path (once per stored message): two CRCs (header, then record) and one join."""
-    subject = msg.subject.encode()
+    subject = msg.subject.encode("utf-8", SUBJECT_ERRORS)
     hdr, data = msg.hdr, msg.data
     subject_len = len(subject)
     assert 0 < subject_len <= SUBJECT_BYTES_MAX, subject_len  # non-empty: see erase
@@ -174,7 +179,7 @@ def decode_msg(view: memoryview, offset: int, seq: int) -> StoredMsg | None:
         or _crc32(view[offset : end + CRC_BYTES]) != _CRC_RESIDUE
     ):
         return None
-    subject = str(view[sub_start:hdr_start], "utf-8")
+    subject = str(view[sub_start:hdr_start], "utf-8", SUBJECT_ERRORS)
     msg: StoredMsg = _new_tuple(
         StoredMsg,
         (seq, subject, bytes(view[hdr_start:data_start]), bytes(view[data_start:end]), ts_ns),
@@ -204,7 +209,7 @@ def decode_msg_record(rec: bytes, seq: int) -> StoredMsg | None:
         or _crc32(rec) != _CRC_RESIDUE
     ):
         return None
-    subject = rec[_MSG_SUBJECT_AT:hdr_start].decode()
+    subject = rec[_MSG_SUBJECT_AT:hdr_start].decode("utf-8", SUBJECT_ERRORS)
     msg: StoredMsg = _new_tuple(
         StoredMsg, (seq, subject, rec[hdr_start:data_start], rec[data_start:end], ts_ns)
     )
@@ -287,10 +292,7 @@ def walk(buf: bytes) -> Iterator[WalkedRecord | WalkStop]:
 def append_sendable_msg(buf: bytearray, msg: StoredMsg) -> None:
     """``append_msg`` for a message about to leave this node (state transfer, mirror fetch):
     ``ValueError`` when its subject cannot be carried by the record format."""
-    try:
-        subject_len = len(msg.subject.encode())
-    except UnicodeEncodeError:
-        raise ValueError(f"seq {msg.seq}: subject is not encodable as UTF-8") from None
+    subject_len = len(msg.subject.encode("utf-8", SUBJECT_ERRORS))
     if not 0 < subject_len <= SUBJECT_BYTES_MAX:
         raise ValueError(f"seq {msg.seq}: subject of {subject_len} bytes cannot be sent")
     append_msg(buf, msg)

@@ -235,3 +235,18 @@ def test_mutable_payloads_are_not_shared_with_the_caller(store: FileStore) -> No
     data[:] = b"after!"
     loaded = store.load(1)
     assert loaded is not None and loaded.data == b"before" and type(loaded.data) is bytes
+
+
+def test_a_subject_that_is_not_utf8_is_stored_and_read_back(tmp_path: Path) -> None:
+    """A client may publish to subject bytes that are not UTF-8 (``HPUB file.\\xff\\xfe``):
+    the parser hands them on as lone surrogates, and the file store used to raise on them, which
+    took the stream offline."""
+    subject = b"file.\xff\xfe".decode("utf-8", "surrogateescape")
+    store = FileStore(tmp_path / "s")
+    store.append(StoredMsg(1, subject, b"", b"x", 1))
+    store.sync()
+    store.close()
+    reopened = FileStore(tmp_path / "s")
+    loaded = reopened.load(1)
+    assert loaded is not None and loaded.subject == subject
+    reopened.close()

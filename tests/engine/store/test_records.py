@@ -100,7 +100,11 @@ def single_record(msg: StoredMsg) -> bytes:
 MSGS = st.builds(
     StoredMsg,
     seq=st.integers(1, 2**64 - 1),
-    subject=st.text(min_size=1, max_size=20).filter(lambda s: 0 < len(s.encode()) <= 0xFFFF),
+    # any text, and a client's bytes that are not UTF-8 as the parser hands them on
+    subject=st.one_of(
+        st.text(min_size=1, max_size=20),
+        st.binary(min_size=1, max_size=20).map(lambda b: b.decode("utf-8", "surrogateescape")),
+    ),
     hdr=st.binary(max_size=40),
     data=st.binary(max_size=200),
     ts_ns=st.integers(-(2**63), 2**63 - 1),
