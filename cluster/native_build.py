@@ -1,32 +1,34 @@
 """``python -m cluster.native_build``: compile jetraft's hot modules with mypyc.
 
-Writes the extensions to ``build/native`` (one directory per package, plus mypyc's shared
-runtime library) and, only once every one of them was built, the manifest that lets
-``protocol/native.py`` use them. Without mypyc or a C compiler it says so and exits 0: the pure
-Python modules are then used, which behave the same. ``--check`` exits 1 when the build is
-missing or stale (what ``make`` asks before rebuilding).
+Builds the extensions (one directory per package, plus mypyc's shared runtime library) beside
+``build/native``, writes the manifest that lets ``protocol/native.py`` use them (the hash of
+every source they were built from, and each file's size), then swaps the new directory in.
+One build runs at a time (a lock in the temp directory). Without mypyc or a C compiler it says
+so and exits 0: the pure Python modules are then used, which behave the same. ``--check`` exits
+1 when the build is missing or stale.
 
-Must never: leave a manifest that names sources other than the ones compiled, or fail the
-install because compiling is impossible here.
+Must never: leave a manifest that names sources other than the ones compiled, expose a
+half-built directory, or fail the install because compiling is impossible here.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import shutil
 import sys
-import tempfile
+from typing import Any
 
 from protocol.native import (
     COMPILED_MODULES,
     MANIFEST_NAME,
     NATIVE_DIR,
     PROJECT_ROOT,
-    build_tag,
     decide,
-    source_hash,
+    manifest_for,
+    source_hashes,
     source_path,
 )
 
@@ -41,34 +43,46 @@ def build() -> bool:
     except ImportError as exc:
         print(f"native build skipped: {exc.name} is not installed (pure Python is used)")
         return False
-    hashes = {module: source_hash(module) for module in COMPILED_MODULES}
-    # from scratch: an extension left from an earlier module list would shadow its source
-    shutil.rmtree(NATIVE_DIR, ignore_errors=True)
-    NATIVE_DIR.mkdir(parents=True)
-    manifest = NATIVE_DIR / MANIFEST_NAME
-    sources = [str(source_path(m).relative_to(PROJECT_ROOT)) for m in COMPILED_MODULES]
+    BUILD_TEMP_DIR.mkdir(parents=True, exist_ok=True)
+    with open(BUILD_TEMP_DIR / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time (they share the temp dir)
+        return _build_locked(mypycify, Distribution)
+
+
+def _build_locked(mypycify: Any, distribution: Any) -> bool:
+    sources = source_hashes()  # before compiling: an edit made meanwhile makes the build stale
+    files = [str(source_path(m).relative_to(PROJECT_ROOT)) for m in COMPILED_MODULES]
+    # built beside the one in use and swapped in whole: a reader sees the old build, none, or
+    # the new one, never a half-written extension (which would crash the import)
+    fresh = NATIVE_DIR.with_name(NATIVE_DIR.name + ".new")
+    shutil.rmtree(fresh, ignore_errors=True)
+    fresh.mkdir(parents=True)
     print(f"compiling {len(COMPILED_MODULES)} modules with mypyc into {NATIVE_DIR} (a minute)")
     cwd = os.getcwd()
     os.chdir(PROJECT_ROOT)  # mypyc names modules after their paths relative to here
     try:
         # a cache of its own: the project's .mypy_cache may be in use by a concurrent `mypy`
         cache = ["--cache-dir", str(BUILD_TEMP_DIR / "mypy-cache")]
-        extensions = mypycify([*cache, *sources], opt_level="3", target_dir=str(BUILD_TEMP_DIR))
-        dist = Distribution({"name": "jetraft-native", "ext_modules": extensions})
+        extensions = mypycify([*cache, *files], opt_level="3", target_dir=str(BUILD_TEMP_DIR))
+        dist = distribution({"name": "jetraft-native", "ext_modules": extensions})
         cmd = dist.get_command_obj("build_ext")
-        cmd.build_lib = str(NATIVE_DIR)
+        cmd.build_lib = str(fresh)
         cmd.build_temp = str(BUILD_TEMP_DIR)
         cmd.parallel = os.cpu_count() or 1
         dist.run_command("build_ext")
     except (Exception, SystemExit) as exc:  # a compiler error, no compiler, a mypyc error
         print(f"native build failed ({exc!r}); pure Python is used", file=sys.stderr)
+        shutil.rmtree(fresh, ignore_errors=True)
         return False
     finally:
         os.chdir(cwd)
-    # written last and atomically: a half-built directory is never taken for a build
-    with tempfile.NamedTemporaryFile("w", dir=NATIVE_DIR, delete=False) as out:
-        json.dump({"build_tag": build_tag(), "modules": hashes}, out, indent=1, sort_keys=True)
-    os.replace(out.name, manifest)
+    (fresh / MANIFEST_NAME).write_text(json.dumps(manifest_for(fresh, sources), indent=1))
+    old = NATIVE_DIR.with_name(NATIVE_DIR.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if NATIVE_DIR.exists():
+        NATIVE_DIR.rename(old)
+    fresh.rename(NATIVE_DIR)
+    shutil.rmtree(old, ignore_errors=True)
     print(f"compiled: {decide(NATIVE_DIR, {})[1]}")
     return True
 
@@ -79,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clean", action="store_true", help="remove the build")
     args = parser.parse_args(argv)
     if args.clean:
+        for leftover in (".new", ".old"):
+            shutil.rmtree(NATIVE_DIR.with_name(NATIVE_DIR.name + leftover), ignore_errors=True)
         shutil.rmtree(NATIVE_DIR, ignore_errors=True)
         shutil.rmtree(BUILD_TEMP_DIR, ignore_errors=True)
         return 0

@@ -53,17 +53,53 @@ NATIVE_DIR: Final = PROJECT_ROOT / "build" / "native"
 MANIFEST_NAME: Final = "manifest.json"
 
 
+# Every module the compiled ones were built against: mypyc copies constants (``Final``) and
+# types of imported modules into the extensions, so an edit to any of them makes a build stale.
+SOURCE_PACKAGES: Final = ("protocol", "engine", "cluster")
+
+
 def source_path(module: str) -> Path:
     return PROJECT_ROOT.joinpath(*module.split(".")).with_suffix(".py")
 
 
-def source_hash(module: str) -> str:
-    return hashlib.sha256(source_path(module).read_bytes()).hexdigest()
+def source_hashes() -> dict[str, str]:
+    """sha256 of every source file of SOURCE_PACKAGES, by path relative to the project."""
+    return {
+        path.relative_to(PROJECT_ROOT).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for package in SOURCE_PACKAGES
+        for path in sorted((PROJECT_ROOT / package).rglob("*.py"))
+    }
+
+
+def extension_sizes(native_dir: Path) -> dict[str, int]:
+    """Every file under ``native_dir`` but the manifest (the modules' extensions and the shared
+    runtime's; anything else there could shadow a source too), by relative path, with its size."""
+    return {
+        path.relative_to(native_dir).as_posix(): path.stat().st_size
+        for path in sorted(native_dir.rglob("*"))
+        if path.is_file() and path.name != MANIFEST_NAME
+    }
+
+
+def expected_extensions() -> set[str]:
+    """The module extensions a build of COMPILED_MODULES holds (besides the shared runtime)."""
+    suffix = str(sysconfig.get_config_var("EXT_SUFFIX"))
+    return {"/".join(m.split(".")) + suffix for m in COMPILED_MODULES}
 
 
 def build_tag() -> str:
     """What a compiled extension is bound to: the interpreter and its extension ABI."""
     return f"{sys.implementation.cache_tag}{sysconfig.get_config_var('EXT_SUFFIX')}"
+
+
+def manifest_for(native_dir: Path, sources: dict[str, str]) -> dict[str, object]:
+    """What a finished build in ``native_dir`` of ``sources`` records about itself."""
+    return {
+        "build_tag": build_tag(),
+        "modules": list(COMPILED_MODULES),
+        "sources": sources,
+        "extensions": extension_sizes(native_dir),
+    }
 
 
 def decide(native_dir: Path, environ: Mapping[str, str]) -> tuple[bool, str]:
@@ -72,30 +108,24 @@ def decide(native_dir: Path, environ: Mapping[str, str]) -> tuple[bool, str]:
         return False, f"{PURE_PYTHON_ENV}=1"
     try:
         manifest = json.loads((native_dir / MANIFEST_NAME).read_text())
-        if manifest.get("build_tag") != build_tag():
+        if not isinstance(manifest, dict) or manifest.get("build_tag") != build_tag():
             return False, f"{native_dir} was compiled for another Python"
-        modules = manifest.get("modules")
-        if not isinstance(modules, dict) or set(modules) != set(COMPILED_MODULES):
-            return False, f"{native_dir} holds another module list"
-        stale = [m for m in COMPILED_MODULES if modules[m] != source_hash(m)]
-        # an extension of a module no longer listed would still shadow its source
-        if _extension_modules(native_dir) != set(COMPILED_MODULES):
-            return False, f"{native_dir} holds extensions of other modules (make rebuilds)"
-    except (OSError, ValueError, AttributeError):
+        if manifest.get("modules") != list(COMPILED_MODULES):
+            return False, f"{native_dir} holds another module list (make rebuilds)"
+        sources = manifest.get("sources")
+        current = source_hashes()
+        if sources != current:
+            known = sources if isinstance(sources, dict) else {}
+            changed = sorted(p for p in set(known) | set(current) if known.get(p) != current.get(p))
+            shown = ", ".join(changed[:3]) + (" ..." if len(changed) > 3 else "")
+            return False, f"sources changed since the build: {shown} (make rebuilds)"
+        # a damaged (cut short) or foreign extension would crash the import, not fall back
+        extensions = extension_sizes(native_dir)
+        if extensions != manifest.get("extensions") or not expected_extensions() <= set(extensions):
+            return False, f"{native_dir} holds other extensions than it built (make rebuilds)"
+    except (OSError, ValueError):
         return False, "no compiled build (make builds it; pure Python behaves the same)"
-    if stale:
-        return False, f"changed since the build: {', '.join(stale)} (make rebuilds)"
     return True, f"{len(COMPILED_MODULES)} modules compiled with mypyc"
-
-
-def _extension_modules(native_dir: Path) -> set[str]:
-    """The modules ``native_dir`` holds an extension of, by dotted name."""
-    suffix = str(sysconfig.get_config_var("EXT_SUFFIX"))
-    return {
-        ".".join(path.relative_to(native_dir).parts)[: -len(suffix)]
-        for path in native_dir.rglob(f"*{suffix}")
-        if path.parent != native_dir  # the build's shared runtime library
-    }
 
 
 class _Decision:

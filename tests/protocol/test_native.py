@@ -12,63 +12,83 @@ from protocol.native import (
     COMPILED_MODULES,
     MANIFEST_NAME,
     PURE_PYTHON_ENV,
-    build_tag,
     decide,
-    source_hash,
+    manifest_for,
+    source_hashes,
 )
 
+SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
 
-def _write_manifest(directory: Path, modules: dict[str, str], tag: str | None = None) -> None:
-    manifest = {"build_tag": tag or build_tag(), "modules": modules}
+
+def _build(directory: Path, modules: tuple[str, ...] = COMPILED_MODULES) -> None:
+    """A stand-in build: an extension file per module, the shared runtime, the manifest."""
+    for module in modules:
+        path = directory.joinpath(*module.split(".")).with_name(module.split(".")[-1] + SUFFIX)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"compiled " + module.encode())
+    (directory / f"runtime__mypyc{SUFFIX}").write_bytes(b"runtime")
+    manifest = manifest_for(directory, source_hashes())
     (directory / MANIFEST_NAME).write_text(json.dumps(manifest))
 
 
-def _current() -> dict[str, str]:
-    return {m: source_hash(m) for m in COMPILED_MODULES}
-
-
-def _write_extensions(directory: Path, modules: tuple[str, ...]) -> None:
-    suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    for module in modules:
-        path = directory.joinpath(*module.split(".")).with_name(module.split(".")[-1] + suffix)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"")
-    (directory / f"runtime__mypyc{suffix}").write_bytes(b"")
+def _manifest(directory: Path) -> dict[str, object]:
+    loaded = json.loads((directory / MANIFEST_NAME).read_text())
+    assert isinstance(loaded, dict)
+    return loaded
 
 
 def test_a_build_of_the_current_sources_is_used(tmp_path: Path) -> None:
-    _write_manifest(tmp_path, _current())
-    _write_extensions(tmp_path, COMPILED_MODULES)
+    _build(tmp_path)
     assert decide(tmp_path, {})[0]
     assert decide(tmp_path, {PURE_PYTHON_ENV: "1"}) == (False, f"{PURE_PYTHON_ENV}=1")
 
 
-def test_an_extension_of_an_unlisted_module_turns_the_build_off(tmp_path: Path) -> None:
-    """A module dropped from the list keeps no stale extension in front of its source."""
-    _write_manifest(tmp_path, _current())
-    _write_extensions(tmp_path, (*COMPILED_MODULES, "cluster.routes"))
+def test_an_edit_to_any_source_it_was_built_from_turns_it_off(tmp_path: Path) -> None:
+    """Not only the compiled modules: mypyc copies constants and types of the modules they
+    import (engine/limits.py is not compiled, yet its limits are inside stream.py's build)."""
+    _build(tmp_path)
+    manifest = _manifest(tmp_path)
+    sources = manifest["sources"]
+    assert isinstance(sources, dict) and "engine/limits.py" in sources
+    sources["engine/limits.py"] = "0" * 64
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps(manifest))
     compiled, why = decide(tmp_path, {})
-    assert not compiled and "other modules" in why
+    assert not compiled and "engine/limits.py" in why
 
 
-def test_one_edited_source_turns_the_whole_build_off(tmp_path: Path) -> None:
-    _write_extensions(tmp_path, COMPILED_MODULES)
-    modules = _current()
-    modules["engine.stream"] = "0" * 64
-    _write_manifest(tmp_path, modules)
-    compiled, why = decide(tmp_path, {})
-    assert not compiled and "engine.stream" in why
+def test_extensions_other_than_built_turn_it_off(tmp_path: Path) -> None:
+    """One cut short (it would crash the import), one of a module no longer listed, or any
+    stray file that could shadow a source."""
+    _build(tmp_path)
+    stream = tmp_path / "engine" / f"stream{SUFFIX}"
+    stream.write_bytes(b"cut")
+    assert "other extensions" in decide(tmp_path, {})[1]
+    _build(tmp_path)
+    (tmp_path / "cluster" / f"routes{SUFFIX}").write_bytes(b"old")
+    assert "other extensions" in decide(tmp_path, {})[1]
+    (tmp_path / "cluster" / f"routes{SUFFIX}").unlink()
+    (tmp_path / "cluster" / "routes.py").write_text("")
+    assert "other extensions" in decide(tmp_path, {})[1]
+    (tmp_path / "cluster" / "routes.py").unlink()
+    assert decide(tmp_path, {})[0]
 
 
 def test_missing_foreign_or_damaged_builds_fall_back(tmp_path: Path) -> None:
     assert not decide(tmp_path, {})[0]  # no manifest
-    _write_extensions(tmp_path, COMPILED_MODULES[1:])
-    _write_manifest(tmp_path, _current())
-    assert "other modules" in decide(tmp_path, {})[1]  # one extension missing
-    _write_extensions(tmp_path, COMPILED_MODULES)
-    _write_manifest(tmp_path, _current(), tag="cpython-399.so")
+    _build(tmp_path, COMPILED_MODULES[1:])
+    manifest = _manifest(tmp_path)
+    manifest["modules"] = list(COMPILED_MODULES)
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps(manifest))
+    assert "other extensions" in decide(tmp_path, {})[1]  # one extension missing
+    _build(tmp_path)
+    manifest = _manifest(tmp_path)
+    manifest["build_tag"] = "cpython-399.so"
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps(manifest))
     assert "another Python" in decide(tmp_path, {})[1]
-    _write_manifest(tmp_path, {m: h for m, h in _current().items() if m != "engine.index"})
+    _build(tmp_path)
+    manifest = _manifest(tmp_path)
+    manifest["modules"] = list(COMPILED_MODULES[1:])
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps(manifest))
     assert "module list" in decide(tmp_path, {})[1]
     (tmp_path / MANIFEST_NAME).write_text("{not json")
     assert not decide(tmp_path, {})[0]
@@ -81,7 +101,7 @@ def test_the_modules_loaded_are_the_ones_the_decision_names() -> None:
     listed module must come from where the decision says (a loader that silently kept the .py
     files, or mixed them, would fail here)."""
     compiled, _why = native.status()
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") if compiled else ".py"
+    suffix = SUFFIX if compiled else ".py"
     for name in COMPILED_MODULES:
         module = importlib.import_module(name)
         assert str(module.__file__).endswith(suffix), (name, module.__file__)
