@@ -33,6 +33,9 @@ from protocol.native import (
 )
 
 BUILD_TEMP_DIR = PROJECT_ROOT / "build" / "native-temp"
+# a build is made here and swapped in whole; the one it replaces waits here to be removed
+FRESH_DIR = NATIVE_DIR.with_name(NATIVE_DIR.name + ".new")
+OLD_DIR = NATIVE_DIR.with_name(NATIVE_DIR.name + ".old")
 
 
 def build() -> bool:
@@ -46,6 +49,8 @@ def build() -> bool:
     BUILD_TEMP_DIR.mkdir(parents=True, exist_ok=True)
     with open(BUILD_TEMP_DIR / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time (they share the temp dir)
+        if decide(NATIVE_DIR, {})[0]:
+            return True  # another build finished while this one waited for the lock
         return _build_locked(mypycify, Distribution)
 
 
@@ -54,9 +59,8 @@ def _build_locked(mypycify: Any, distribution: Any) -> bool:
     files = [str(source_path(m).relative_to(PROJECT_ROOT)) for m in COMPILED_MODULES]
     # built beside the one in use and swapped in whole: a reader sees the old build, none, or
     # the new one, never a half-written extension (which would crash the import)
-    fresh = NATIVE_DIR.with_name(NATIVE_DIR.name + ".new")
-    shutil.rmtree(fresh, ignore_errors=True)
-    fresh.mkdir(parents=True)
+    shutil.rmtree(FRESH_DIR, ignore_errors=True)
+    FRESH_DIR.mkdir(parents=True)
     print(f"compiling {len(COMPILED_MODULES)} modules with mypyc into {NATIVE_DIR} (a minute)")
     cwd = os.getcwd()
     os.chdir(PROJECT_ROOT)  # mypyc names modules after their paths relative to here
@@ -66,23 +70,22 @@ def _build_locked(mypycify: Any, distribution: Any) -> bool:
         extensions = mypycify([*cache, *files], opt_level="3", target_dir=str(BUILD_TEMP_DIR))
         dist = distribution({"name": "jetraft-native", "ext_modules": extensions})
         cmd = dist.get_command_obj("build_ext")
-        cmd.build_lib = str(fresh)
+        cmd.build_lib = str(FRESH_DIR)
         cmd.build_temp = str(BUILD_TEMP_DIR)
         cmd.parallel = os.cpu_count() or 1
         dist.run_command("build_ext")
     except (Exception, SystemExit) as exc:  # a compiler error, no compiler, a mypyc error
         print(f"native build failed ({exc!r}); pure Python is used", file=sys.stderr)
-        shutil.rmtree(fresh, ignore_errors=True)
+        shutil.rmtree(FRESH_DIR, ignore_errors=True)
         return False
     finally:
         os.chdir(cwd)
-    (fresh / MANIFEST_NAME).write_text(json.dumps(manifest_for(fresh, sources), indent=1))
-    old = NATIVE_DIR.with_name(NATIVE_DIR.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
+    (FRESH_DIR / MANIFEST_NAME).write_text(json.dumps(manifest_for(FRESH_DIR, sources), indent=1))
+    shutil.rmtree(OLD_DIR, ignore_errors=True)
     if NATIVE_DIR.exists():
-        NATIVE_DIR.rename(old)
-    fresh.rename(NATIVE_DIR)
-    shutil.rmtree(old, ignore_errors=True)
+        NATIVE_DIR.rename(OLD_DIR)
+    FRESH_DIR.rename(NATIVE_DIR)
+    shutil.rmtree(OLD_DIR, ignore_errors=True)
     print(f"compiled: {decide(NATIVE_DIR, {})[1]}")
     return True
 
@@ -93,10 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clean", action="store_true", help="remove the build")
     args = parser.parse_args(argv)
     if args.clean:
-        for leftover in (".new", ".old"):
-            shutil.rmtree(NATIVE_DIR.with_name(NATIVE_DIR.name + leftover), ignore_errors=True)
-        shutil.rmtree(NATIVE_DIR, ignore_errors=True)
-        shutil.rmtree(BUILD_TEMP_DIR, ignore_errors=True)
+        for directory in (FRESH_DIR, OLD_DIR, NATIVE_DIR, BUILD_TEMP_DIR):
+            shutil.rmtree(directory, ignore_errors=True)
         return 0
     active, reason = decide(NATIVE_DIR, {})  # the build itself, whatever the environment asks
     if args.check:

@@ -1,11 +1,12 @@
 """Where the compiled (mypyc) forms of jetraft's hot modules are found, and whether to use them.
 
 ``make`` compiles the modules in ``COMPILED_MODULES`` with mypyc into ``build/native`` (see
-``cluster/native_build.py``) and writes a manifest naming each module's source hash. Each of
-jetraft's packages calls :func:`package_path` from its ``__init__``: when the manifest matches
-this interpreter and every compiled module's source is unchanged since the build, the package's
-compiled directory goes first on its ``__path__``, so ``import engine.stream`` loads the compiled
-extension; otherwise (no build, a stale one, ``JETRAFT_PURE_PYTHON=1``) the plain modules load.
+``cluster/native_build.py``) with a manifest of the hash of every source it was built from and
+the size of every file it wrote. Each of jetraft's packages calls :func:`package_path` from its
+``__init__``: when the manifest matches this interpreter, every source is unchanged since the
+build and the directory holds exactly what was built, the package's compiled directory goes
+first on its ``__path__``, so ``import engine.stream`` loads the compiled extension; otherwise
+(no build, a stale or damaged one, ``JETRAFT_PURE_PYTHON=1``) the plain modules load.
 A compiled module is never used against edited source: the same code runs either way, only
 faster compiled.
 
@@ -16,6 +17,7 @@ compiled module built from other source with the current one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -128,32 +130,18 @@ def decide(native_dir: Path, environ: Mapping[str, str]) -> tuple[bool, str]:
     return True, f"{len(COMPILED_MODULES)} modules compiled with mypyc"
 
 
-class _Decision:
-    """Taken once per process, at the first package import."""
-
-    made = False
-    compiled = False
-    reason = ""
-
-
-def _decide_once() -> None:
-    if _Decision.made:
-        return
-    _Decision.made = True
-    _Decision.compiled, _Decision.reason = decide(NATIVE_DIR, os.environ)
-    if _Decision.compiled and str(NATIVE_DIR) not in sys.path:
+@functools.cache
+def status() -> tuple[bool, str]:
+    """(compiled modules in use, why or why not): decided once per process, at the first
+    package import (also for the server's startup log)."""
+    compiled, reason = decide(NATIVE_DIR, os.environ)
+    if compiled and str(NATIVE_DIR) not in sys.path:
         sys.path.append(str(NATIVE_DIR))  # the build's shared runtime is a top-level module
+    return compiled, reason
 
 
 def package_path(package: str, path: list[str]) -> list[str]:
     """``path`` (a package's ``__path__``), with its compiled directory first when in use."""
-    _decide_once()
-    if not _Decision.compiled:
+    if not status()[0]:
         return path
     return [str(NATIVE_DIR.joinpath(*package.split("."))), *path]
-
-
-def status() -> tuple[bool, str]:
-    """(compiled modules in use, why or why not): for the server's startup log."""
-    _decide_once()
-    return _Decision.compiled, _Decision.reason
