@@ -46,6 +46,25 @@ async def _api(nc: NATS, subject: str, body: dict[str, Any] | None = None) -> di
     return data
 
 
+async def _create_r3_stream(nc: NATS) -> None:
+    created = await _api(
+        nc,
+        f"STREAM.CREATE.{STREAM}",
+        {"name": STREAM, "subjects": ["cq.>"], "num_replicas": 3},
+    )
+    assert "error" not in created, created
+
+
+async def _settled_leader(cluster: JetraftCluster, deadline: float) -> int:
+    """The stream's leader once there is one and every replica converged."""
+    while (leader := leader_index(cluster, STREAM, [0, 1, 2])) is None or not converged(
+        cluster, STREAM, [0, 1, 2]
+    ):
+        assert time.monotonic() < deadline, "no settled leader"
+        await asyncio.sleep(0.1)
+    return leader
+
+
 async def _info_via(nc: NATS, name: str) -> dict[str, Any] | None:
     """CONSUMER.INFO through any node (the stream leader answers); None while there is none."""
     try:
@@ -60,12 +79,7 @@ async def test_consumer_state_survives_a_leader_kill(fresh_jetraft_cluster: Jetr
     everyone = [0, 1, 2]
     nc = await connect(cluster.urls[0])
     try:
-        created = await _api(
-            nc,
-            f"STREAM.CREATE.{STREAM}",
-            {"name": STREAM, "subjects": ["cq.>"], "num_replicas": 3},
-        )
-        assert "error" not in created, created
+        await _create_r3_stream(nc)
         js = nc.jetstream(timeout=REQUEST_TIMEOUT_S)
         for i in range(MSGS):
             await js.publish(f"cq.{i % 3}", str(i).encode())
@@ -147,21 +161,12 @@ async def test_stream_and_consumer_leader_stepdown(jetraft_cluster: JetraftClust
     cluster = jetraft_cluster
     nc = await connect(cluster.urls[0])
     try:
-        created = await _api(
-            nc,
-            f"STREAM.CREATE.{STREAM}",
-            {"name": STREAM, "subjects": ["cq.>"], "num_replicas": 3},
-        )
-        assert "error" not in created, created
+        await _create_r3_stream(nc)
         body = {"stream_name": STREAM, "config": {"durable_name": "S", "ack_policy": "explicit"}}
         created = await _api(nc, f"CONSUMER.CREATE.{STREAM}.S", body)
         assert "error" not in created, created
         deadline = time.monotonic() + FAILOVER_TIMEOUT_S
-        while (first := leader_index(cluster, STREAM, [0, 1, 2])) is None or not converged(
-            cluster, STREAM, [0, 1, 2]
-        ):
-            assert time.monotonic() < deadline, "no settled leader"
-            await asyncio.sleep(0.1)
+        first = await _settled_leader(cluster, deadline)
         reply = await _api(nc, f"STREAM.LEADER.STEPDOWN.{STREAM}")
         assert reply == {
             "type": "io.nats.jetstream.api.v1.stream_leader_stepdown_response",
@@ -195,12 +200,7 @@ async def test_node_stop_tells_waiting_pull_requests(
     cluster = fresh_jetraft_cluster
     nc = await connect(cluster.urls[0])
     try:
-        created = await _api(
-            nc,
-            f"STREAM.CREATE.{STREAM}",
-            {"name": STREAM, "subjects": ["cq.>"], "num_replicas": 3},
-        )
-        assert "error" not in created, created
+        await _create_r3_stream(nc)
         for name, extra in (("PLAIN", {}), ("R3", {"num_replicas": 3})):
             body = {
                 "stream_name": STREAM,
@@ -209,11 +209,7 @@ async def test_node_stop_tells_waiting_pull_requests(
             created = await _api(nc, f"CONSUMER.CREATE.{STREAM}.{name}", body)
             assert "error" not in created, created
         deadline = time.monotonic() + FAILOVER_TIMEOUT_S
-        while (leader := leader_index(cluster, STREAM, [0, 1, 2])) is None or not converged(
-            cluster, STREAM, [0, 1, 2]
-        ):
-            assert time.monotonic() < deadline, "no settled leader"
-            await asyncio.sleep(0.1)
+        leader = await _settled_leader(cluster, deadline)
         await nc.close()
         client = next(i for i in range(3) if i != leader)
         nc = await connect(cluster.urls[client])
