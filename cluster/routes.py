@@ -8,6 +8,8 @@ answers the dialer's HELLO with its own, the one frame that flows back on a dial
 
 Carried: this node's subscription interest (sent in full when a connection comes up, then as it
 changes), messages forwarded by the router, Raft messages for every group, and catch-up frames.
+The last three are gathered per peer and written once at the end of the loop turn (one syscall
+for many frames; ``RouteManager.flush`` writes them earlier, before Raft blocks on an fsync).
 When a peer's connection drops, the interest learned from it is forgotten until it reconnects.
 ``RouteManager`` is Raft's transport (cluster/raft/transport.py ``RaftTransport``): groups send
 through ``send_raft``, and RAFT frames and links coming and going reach the ``RaftInbound`` it
@@ -74,6 +76,9 @@ ACCEPT_RETRY_DELAY_S = 0.1
 # a peer that stops reading (paused, partitioned) must not make this node buffer without bound;
 # the connection is dropped instead, and Raft and the route resynchronise when it returns
 ROUTE_PENDING_BYTES_MAX = 128 * 1024 * 1024
+# Frames for a peer are gathered during a loop turn and written once at its end (one send
+# instead of one per frame); a turn that gathers this much writes at once.
+ROUTE_COALESCE_BYTES_MAX = 256 * 1024
 
 PeerHandler = Callable[[str], None]
 
@@ -195,6 +200,9 @@ class _Link(asyncio.Protocol):
         self.hello = asyncio.get_running_loop().create_future()
         self.closed = asyncio.get_running_loop().create_future()
         self.stats = LinkStats(mgr.next_rid(), dialed)
+        # frames of this loop turn not yet handed to the transport (see ROUTE_COALESCE_BYTES_MAX)
+        self._gathered: list[bytes] = []
+        self.gathered_bytes = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it
@@ -227,21 +235,53 @@ class _Link(asyncio.Protocol):
         return f"from {self.peer or self._address_text}"
 
     def send(self, kind: FrameKind, body: Any) -> bool:
+        frame = encode_frame(kind, body)
+        if kind not in _MESSAGE_FRAMES:
+            return self.write(frame, now=True)  # the handshake and interest: rare, not held
+        if not self.write(frame):
+            return False
+        self.stats.out_msgs += 1
+        return True
+
+    def write(self, frame: bytes, *, now: bool = False) -> bool:
+        """Queue an encoded frame behind the ones already sent: written at the end of the loop
+        turn, or at once (with everything gathered before it) when ``now``."""
         t = self.transport
         if t is None or t.is_closing():
             return False
-        if t.get_write_buffer_size() > ROUTE_PENDING_BYTES_MAX:
+        if t.get_write_buffer_size() + self.gathered_bytes > ROUTE_PENDING_BYTES_MAX:
             log.warning("route to %s: peer not reading, dropping the connection", self.peer)
             self.mgr.slow_consumers += 1
+            self._gathered.clear()
+            self.gathered_bytes = 0
             t.abort()
             return False
-        frame = encode_frame(kind, body)
-        t.write(frame)
-        stats = self.stats
-        stats.out_bytes += len(frame)
-        if kind in _MESSAGE_FRAMES:
-            stats.out_msgs += 1
+        gathered = self._gathered
+        if not gathered and not now:
+            asyncio.get_running_loop().call_soon(self.flush)
+        gathered.append(frame)
+        self.gathered_bytes += len(frame)
+        self.stats.out_bytes += len(frame)
+        if now or self.gathered_bytes >= ROUTE_COALESCE_BYTES_MAX:
+            self.flush()
         return True
+
+    def close(self) -> None:
+        """Close after writing what this turn gathered (a close drops nothing already sent)."""
+        if self.transport is not None:
+            self.flush()
+            self.transport.close()
+
+    def flush(self) -> None:
+        """Hand the gathered frames to the transport in one write (a no-op when none wait)."""
+        gathered = self._gathered
+        if not gathered:
+            return
+        self._gathered = []
+        self.gathered_bytes = 0
+        t = self.transport
+        if t is not None and not t.is_closing():
+            t.writelines(gathered)  # uvloop: one writev, no copy
 
     def data_received(self, data: bytes) -> None:
         stats = self.stats
@@ -470,7 +510,8 @@ class RouteManager:
         for links in (self._out, self._in):
             for _peer, link in sorted(links.items()):
                 t = link.transport
-                link.stats.pending = t.get_write_buffer_size() if t is not None else 0
+                buffered = t.get_write_buffer_size() if t is not None else 0
+                link.stats.pending = buffered + link.gathered_bytes
                 out.append(link.stats)
         return out
 
@@ -550,8 +591,7 @@ class RouteManager:
         for task in self._tasks:
             task.cancel()
         for link in list(self._out.values()) + list(self._in.values()):
-            if link.transport is not None:
-                link.transport.close()
+            link.close()
         if self._server is not None:
             self._server.close()
         for task in [*self._accepting, *self._handshakes]:
@@ -640,8 +680,7 @@ class RouteManager:
                 self.all_resolved.set()
             if peer == self.name:
                 log.debug("route %s is this node; not dialing it", url)
-                assert link.transport is not None
-                link.transport.close()
+                link.close()
                 return
             delay = RECONNECT_DELAY_MIN_S
             self._outbound_up(peer, link)
@@ -672,8 +711,8 @@ class RouteManager:
 
     def _outbound_up(self, peer: str, link: _Link) -> None:
         old = self._out.get(peer)
-        if old is not None and old.transport is not None:
-            old.transport.close()
+        if old is not None:
+            old.close()
         self._out[peer] = link
         self.known_peers.add(peer)
         for subject, queue, count, exclude in self.router.local_interest():
@@ -697,8 +736,8 @@ class RouteManager:
         assert link.peer is not None
         old = self._in.get(link.peer)
         self._in[link.peer] = link
-        if old is not None and old.transport is not None:
-            old.transport.close()
+        if old is not None:
+            old.close()
 
     def inbound_down(self, link: _Link) -> None:
         assert link.peer is not None
@@ -722,6 +761,10 @@ class RouteManager:
 
     def send_catchup(self, peer: str, message: list[Any]) -> bool:
         return self.send(peer, FrameKind.CATCHUP, message)
+
+    def flush(self) -> None:
+        for link in self._out.values():
+            link.flush()
 
     def forward(
         self,
@@ -749,10 +792,7 @@ class RouteManager:
         else:
             frame = encode_frame(FrameKind.UNSUB, [subject, queue])
         for link in self._out.values():
-            t = link.transport
-            if t is not None and not t.is_closing():
-                t.write(frame)
-                link.stats.out_bytes += len(frame)
+            link.write(frame, now=True)  # in order with the messages sent before it
 
 
 def _wire_excluded(exclude: Excluded | None) -> list[str] | None:

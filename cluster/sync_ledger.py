@@ -23,8 +23,9 @@ LEDGER_ENV = "JETRAFT_SYNC_LEDGER"
 _ledger_fd: int | None = None
 
 
-def _note(fd: int) -> None:
-    """The fsync observer: one ledger line for a regular file (directories are not truncated)."""
+def _note(fd: int, size: int) -> None:
+    """The fsync observer: one ledger line for a regular file (directories are not truncated),
+    with its size when the fsync began (what was appended while it ran may not be covered)."""
     assert _ledger_fd is not None  # registered only once the ledger is open
     try:
         st = os.fstat(fd)
@@ -33,7 +34,7 @@ def _note(fd: int) -> None:
         path = os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         return
-    os.write(_ledger_fd, f"{st.st_ino}\t{st.st_size}\t{path}\n".encode())
+    os.write(_ledger_fd, f"{st.st_ino}\t{size}\t{path}\n".encode())
 
 
 def install_from_env() -> bool:

@@ -18,8 +18,9 @@ pysyncobj's behaviour:
   never loaded either.
 * **Journal**: pysyncobj's own is replaced right after construction by the ``DurableJournal``
   (our format), and Raft's persistent state is reloaded from it.
-* **Group commit**: a follower's positive append reply (``next_node_idx``) is held until the
-  entries it covers are fsynced (``release_held`` once the journal is synced).
+* **Group commit**: a follower's positive append reply (``next_node_idx``) is held until a sync
+  covers the journal generation it was sent at (``release_held`` after each sync); one whose
+  acknowledged entry a new leader replaced meanwhile is dropped.
 * **Proposals** are appended by the leader or refused, never forwarded (unless the owner allows
   it); a late append reply never pulls a follower's next index back.
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import queue as stdlib_queue
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +82,11 @@ class CoreSettings:
     compact_interval_s: float
 
 
+# A positive append reply waiting for the journal's fsync: (journal generation it was sent at,
+# peer, message, the log index it acknowledges up to, that entry's term then or None)
+_HeldReply = tuple[int, str, dict[str, Any], int, "int | None"]
+
+
 class _GroupTransport(Transport):  # type: ignore[misc]  # pysyncobj is untyped
     """pysyncobj's transport for one group: sends through the routes, never a pickle, and holds
     positive append replies until the journal has fsynced what they acknowledge."""
@@ -96,7 +103,7 @@ class _GroupTransport(Transport):  # type: ignore[misc]  # pysyncobj is untyped
         self.transport = transport
         self.journal = journal
         self.request_sync = request_sync
-        self.held: list[tuple[str, dict[str, Any]]] = []
+        self.held: deque[_HeldReply] = deque()
 
     def send(self, node: Node, message: dict[str, Any]) -> bool:
         journal = self.journal
@@ -115,7 +122,9 @@ class _GroupTransport(Transport):  # type: ignore[misc]  # pysyncobj is untyped
             message = whole
         if message.get("type") == NEXT_NODE_IDX and message.get("success") and journal.dirty:
             # the reply promises the entries are stored: not before they are on disk
-            self.held.append((node.id, message))
+            acked = int(message["next_node_idx"]) - 1
+            held = (journal.append_generation, node.id, message, acked, _term_at(journal, acked))
+            self.held.append(held)
             self.request_sync()
             return True
         return self.transport.send_raft(node.id, self.group_name, message)
@@ -139,9 +148,24 @@ class _GroupTransport(Transport):  # type: ignore[misc]  # pysyncobj is untyped
         }
 
     def release_held(self) -> None:
-        held, self.held = self.held, []
-        for peer, message in held:
+        """Send the held replies that the journal's last completed sync covers, in order."""
+        held, journal = self.held, self.journal
+        synced = journal.synced_generation
+        while held and held[0][0] <= synced:
+            _gen, peer, message, acked, term = held.popleft()
+            now = _term_at(journal, acked)  # None when compacted: applied, so it was committed
+            if acked > int(journal[-1][1]) or (now is not None and now != term):
+                # truncated (a new leader replaced the entries) while the sync ran: the reply
+                # would acknowledge entries this node no longer holds
+                log.debug(
+                    "group %s: dropping an append reply for replaced entries", self.group_name
+                )
+                continue
             self.transport.send_raft(peer, self.group_name, message)
+
+    @property
+    def holding(self) -> bool:
+        return bool(self.held)
 
     def deliver(self, node: Node, message: dict[str, Any]) -> None:
         self._onMessageReceived(node, message)
@@ -151,6 +175,14 @@ class _GroupTransport(Transport):  # type: ignore[misc]  # pysyncobj is untyped
 
     def node_disconnected(self, node: Node) -> None:
         self._onNodeDisconnected(node)
+
+
+def _term_at(journal: DurableJournal, index: int) -> int | None:
+    """The term of the entry at ``index``; None when compacted away or beyond the log."""
+    first = int(journal[0][1])
+    if first <= index <= int(journal[-1][1]):
+        return int(journal[index - first][2])
+    return None
 
 
 class SyncObjCore(SyncObj):  # type: ignore[misc]  # pysyncobj is untyped
@@ -300,6 +332,11 @@ class SyncObjCore(SyncObj):  # type: ignore[misc]  # pysyncobj is untyped
     def release_held(self) -> None:
         """Send the append replies that waited for the journal's fsync (call after a sync)."""
         self._transport.release_held()
+
+    @property
+    def holding_replies(self) -> bool:
+        """Whether append replies still wait for a sync."""
+        return bool(self._transport.holding)
 
     def hold_election(self, seconds: float) -> None:
         """Start no election for ``seconds`` from now (a node that must not campaign)."""

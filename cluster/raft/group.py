@@ -306,10 +306,29 @@ class RaftGroup:
 
     def sync(self) -> None:
         """Make the journal durable and send the append replies that waited for it."""
+        # Route frames are gathered and written at the end of the loop turn: the appends of
+        # this tick go out before the fsync blocks (the followers fsync meanwhile), and the
+        # released replies at once (the leader waits for them; a tick's applies may follow).
+        self.transport.flush()
+        self.sync_journal()
+        self.release_synced()
+        self.transport.flush()
+
+    @property
+    def sync_pending(self) -> bool:
+        """Whether ``sync`` has anything to do (journal changes, replies waiting for them)."""
+        return self.journal.dirty or self.core.holding_replies
+
+    def sync_journal(self) -> None:
+        """The fsync part of ``sync``; may run in a worker thread while the loop waits for it."""
         # the commit index is persisted lazily (pysyncobj's one-second timer): a lower one on
         # disk only means more entries re-applied, and the engine skips what it already holds
         self.journal.sync(commit_index=False)
-        self.core.release_held()
+
+    def release_synced(self) -> None:
+        """Send the append replies the journal's last sync covers (on the loop)."""
+        if self.core.holding_replies:
+            self.core.release_held()
 
     def peer_connected(self, peer: str) -> None:
         if peer != self.self_id and peer in self.peer_ids:

@@ -30,6 +30,11 @@ class RaftTransport(Protocol):
         """Queue a state-transfer message ``[group, transfer id, part, data]`` for ``peer``."""
         ...
 
+    def flush(self) -> None:
+        """Write what was queued now, not at the end of the loop turn: called before the caller
+        blocks (an inline fsync), so the peers work on it meanwhile."""
+        ...
+
 
 class RaftInbound(Protocol):
     def on_raft(self, peer: str, group: str, message: object) -> None:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cluster.raft.adapter import _GroupTransport
+from cluster.raft.driver import RaftDriver
 from cluster.raft.group import RaftGroup
 from cluster.raft.journal import LOG_FILE_NAME, DurableJournal
+from engine import disk
 
 
 class _Routes:
@@ -20,6 +26,9 @@ class _Routes:
 
     def connected(self, _peer: str) -> bool:
         return False
+
+    def flush(self) -> None:
+        pass
 
 
 class _Driver:
@@ -41,12 +50,18 @@ def _no_apply(_index: int, _payload: bytes) -> None:
     return None
 
 
-def test_append_reply_waits_for_fsync(tmp_path: Path) -> None:
+def _transport(tmp_path: Path) -> tuple[_Routes, _Driver, DurableJournal, _GroupTransport]:
+    """A follower's reply transport over a journal holding pysyncobj's first entry, synced."""
     routes, driver = _Routes(), _Driver()
     journal = DurableJournal(tmp_path / "j")
     journal.add(b"\x01", 1, 0)
     journal.sync()
     transport = _GroupTransport("S.X", routes, journal, lambda: driver.request_sync("S.X"))
+    return routes, driver, journal, transport
+
+
+def test_append_reply_waits_for_fsync(tmp_path: Path) -> None:
+    routes, driver, journal, transport = _transport(tmp_path)
     leader = _Peer("n1")
     ack = {"type": "next_node_idx", "next_node_idx": 3, "reset": False, "success": True}
 
@@ -57,7 +72,7 @@ def test_append_reply_waits_for_fsync(tmp_path: Path) -> None:
     transport.send(leader, {"type": "next_node_idx", "success": False, "reset": True})
     assert len(routes.sent) == 1
 
-    journal.sync(commit_index=False)  # what RaftGroup.sync does before every tick and after it
+    journal.sync(commit_index=False)  # what RaftGroup's syncs do, inline or in a worker
     transport.release_held()
     assert not journal.dirty
     assert routes.sent[-1] == ("n1", "S.X", ack)
@@ -66,6 +81,140 @@ def test_append_reply_waits_for_fsync(tmp_path: Path) -> None:
     transport.send(leader, ack)
     assert routes.sent[-1] == ("n1", "S.X", ack) and len(routes.sent) == 3
     journal._destroy()
+
+
+def _ack(next_index: int) -> dict[str, Any]:
+    return {"type": "next_node_idx", "next_node_idx": next_index, "reset": False, "success": True}
+
+
+def test_a_reply_waits_for_a_sync_that_began_after_its_entries(tmp_path: Path) -> None:
+    """The journal lets a worker thread sync while its owner keeps appending: a sync that was
+    under way when an entry arrived does not release that entry's reply."""
+    routes, _driver, journal, transport = _transport(tmp_path)
+    leader = _Peer("n1")
+    journal.add(b"\x00a", 2, 1)
+    transport.send(leader, _ack(3))
+
+    def arrives_during_the_fsync(_fd: int, _size: int) -> None:
+        disk.stop_observing_fsync(arrives_during_the_fsync)
+        journal.add(b"\x00b", 3, 1)
+        transport.send(leader, _ack(4))
+
+    disk.observe_fsync(arrives_during_the_fsync)
+    try:
+        journal.sync(commit_index=False)
+    finally:
+        if arrives_during_the_fsync in disk._observers:
+            disk.stop_observing_fsync(arrives_during_the_fsync)
+    transport.release_held()
+    assert [m["next_node_idx"] for _p, _g, m in routes.sent] == [3]
+    assert journal.dirty and transport.holding
+    journal.sync(commit_index=False)
+    transport.release_held()
+    assert [m["next_node_idx"] for _p, _g, m in routes.sent] == [3, 4]
+    assert not transport.holding
+    journal._destroy()
+
+
+def test_a_held_reply_for_entries_replaced_meanwhile_is_dropped(tmp_path: Path) -> None:
+    """A new leader may truncate the entries a held reply acknowledges before the sync ends:
+    that reply must not go out (it would count this node for entries it no longer holds).
+    The same entries sent again (same index, same term) are the same entries."""
+    routes, _driver, journal, transport = _transport(tmp_path)
+    journal.add(b"\x00old", 2, 1)
+    transport.send(_Peer("n1"), _ack(3))  # to the leader of term 1
+    journal.deleteEntriesFrom(1)  # the leader of term 2 replaces entry 2
+    journal.add(b"\x00new", 2, 2)
+    transport.send(_Peer("n2"), _ack(3))
+    journal.add(b"\x00again", 3, 2)
+    journal.deleteEntriesFrom(2)  # the same entry 3 of term 2, truncated and sent again
+    journal.add(b"\x00again", 3, 2)
+    transport.send(_Peer("n2"), _ack(4))
+    journal.sync(commit_index=False)
+    transport.release_held()
+    assert [(peer, m["next_node_idx"]) for peer, _g, m in routes.sent] == [("n2", 3), ("n2", 4)]
+    journal._destroy()
+
+
+def _follower_with_unsynced_append(tmp_path: Path, name: str, routes: _Routes) -> RaftGroup:
+    """A follower that took an append from n1 (entries 2-3) and holds its reply for the fsync."""
+    driver = _Driver()
+    group = RaftGroup(
+        f"S.{name}", "n3", ["n1", "n2", "n3"], tmp_path / name, routes, driver, _no_apply
+    )
+    group.receive(
+        "n1",
+        {
+            "type": "append_entries",
+            "term": 1,
+            "commit_index": 1,
+            "entries": [(b"\x00x", 2, 1), (b"\x00y", 3, 1)],
+            "prevLogIdx": 1,
+            "prevLogTerm": 0,
+        },
+    )
+    assert group.journal.dirty and group.sync_pending and routes.sent == []
+    return group
+
+
+async def test_one_round_fsyncs_every_groups_journal_side_by_side(tmp_path: Path) -> None:
+    """With many groups on a node, a round of ticks costs about one fsync, not one per group:
+    the journals are fsynced in parallel threads, and each group's reply goes out once its own
+    journal is on disk."""
+    routes = _Routes()
+    groups = [_follower_with_unsynced_append(tmp_path, f"G{i}", routes) for i in range(4)]
+    driver = RaftDriver()
+    barrier = threading.Barrier(len(groups), timeout=10)
+    synced_on: set[str] = set()
+
+    def observe(fd: int, _size: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(LOG_FILE_NAME):
+            synced_on.add(threading.current_thread().name)
+            barrier.wait()  # returns only when all four fsyncs are under way at once
+
+    disk.observe_fsync(observe)
+    try:
+        driver.tick_all(groups)
+    finally:
+        disk.stop_observing_fsync(observe)
+        await driver.close()
+    assert len(synced_on) == len(groups)
+    replies = sorted(
+        (g, m["next_node_idx"]) for _p, g, m in routes.sent if m["type"] == "next_node_idx"
+    )
+    assert replies == [(g.group_name, 4) for g in groups]
+    assert not any(g.journal.dirty for g in groups)
+
+
+async def test_a_group_whose_journal_sync_fails_sends_nothing_and_is_not_ticked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed fsync may have lost the appended entries: the reply that promised them never
+    goes out and the group is not ticked on that journal; the other groups go on."""
+    routes = _Routes()
+    good, bad = (_follower_with_unsynced_append(tmp_path, n, routes) for n in ("good", "bad"))
+    real_fsync = disk.fsync
+    bad_dir = str(bad.journal.path)
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(bad_dir):
+            raise OSError(5, "Input/output error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(disk, "fsync", fsync)
+    ticked: list[str] = []
+    for group in (good, bad):
+        real_tick = group.tick
+        monkeypatch.setattr(
+            group, "tick", lambda g=group, t=real_tick: (ticked.append(g.group_name), t())[1]
+        )
+    driver = RaftDriver()
+    try:
+        driver.tick_all([good, bad])
+    finally:
+        await driver.close()
+    assert [g for _p, g, m in routes.sent if m["type"] == "next_node_idx"] == [good.group_name]
+    assert ticked == [good.group_name]
 
 
 def test_a_snapshot_chunk_never_commits_the_followers_unverified_entries(tmp_path: Path) -> None:

@@ -282,6 +282,9 @@ class _Routes:
     def connected(self, _peer: str) -> bool:
         return False
 
+    def flush(self) -> None:
+        pass
+
 
 def test_transmission_chunks_become_one_whole_append(tmp_path: Path) -> None:
     routes = _Routes()

@@ -39,20 +39,18 @@ def _silence(driver: RaftDriver, silenced: set[str], monkeypatch: pytest.MonkeyP
     """While ``silenced`` holds "yes", the driver's stream-group ticks and inbound Raft
     messages of STREAM are dropped (the node looks partitioned and stalled to its peers)."""
     prefix = f"S.{STREAM}."
-    on_raft, tick = driver.on_raft, driver.tick
+    on_raft, tick_all = driver.on_raft, driver.tick_all
 
     def quiet_on_raft(peer: str, group: str, message: object) -> None:
         if silenced and group.startswith(prefix):
             return
         on_raft(peer, group, message)
 
-    def quiet_tick(group: RaftGroup) -> None:
-        if silenced and group.group_name.startswith(prefix):
-            return
-        tick(group)
+    def quiet_tick_all(groups: list[RaftGroup]) -> None:
+        tick_all([g for g in groups if not (silenced and g.group_name.startswith(prefix))])
 
     monkeypatch.setattr(driver, "on_raft", quiet_on_raft)
-    monkeypatch.setattr(driver, "tick", quiet_tick)
+    monkeypatch.setattr(driver, "tick_all", quiet_tick_all)
 
 
 def _holds_seed(group: RaftGroup) -> bool:

@@ -31,11 +31,17 @@ PEER_URL = "nats://127.0.0.1:7001"
 class FakeTransport:
     def __init__(self) -> None:
         self.written = bytearray()
+        self.writes = 0  # writelines calls
         self.aborted = False
         self.closed = False
 
     def write(self, data: bytes) -> None:
         self.written += data
+
+    def writelines(self, chunks: list[bytes]) -> None:
+        self.writes += 1
+        for chunk in chunks:
+            self.written += chunk
 
     def abort(self) -> None:
         self.aborted = True
@@ -273,3 +279,33 @@ def test_tls_contexts_verify_peers_unless_told_not_to(tmp_path: Path) -> None:
     assert server.verify_mode == ssl.CERT_NONE
     assert client.verify_mode == ssl.CERT_NONE and not client.check_hostname
     assert RouteManager("n0", "c", "h", 0, [], cast(Router, FakeRouter()))._client_ssl() is None
+
+
+async def test_frames_of_one_loop_turn_go_out_in_one_write_in_order() -> None:
+    """Message, Raft and state-transfer frames are gathered and written once at the end of the
+    loop turn; a handshake or interest frame goes at once, behind what was gathered before it;
+    ``flush`` (what Raft calls before it blocks on an fsync) writes at once."""
+    mgr, _ = _manager()
+    link, transport = _accepted(mgr)
+    link.data_received(_hello(**GOOD))  # our HELLO answer: written at once
+    assert [k for k, _ in transport.frames()] == [FrameKind.HELLO]
+    before = transport.writes
+    for n in range(3):
+        assert link.send(FrameKind.MSG, [f"s.{n}", None, None, b"x", True, []])
+    assert link.send(FrameKind.RAFT, ["G", {"type": "request_vote"}])
+    assert transport.writes == before and len(transport.frames()) == 1
+    await asyncio.sleep(0)
+    kinds = [k for k, _ in transport.frames()]
+    assert kinds == [FrameKind.HELLO, *[FrameKind.MSG] * 3, FrameKind.RAFT]
+    assert [b[0] for k, b in transport.frames() if k == FrameKind.MSG] == ["s.0", "s.1", "s.2"]
+    assert transport.writes == before + 1
+    # interest behind a gathered message: both at once, in order
+    link.send(FrameKind.MSG, ["s.3", None, None, b"x", True, []])
+    link.send(FrameKind.SUB, ["foo", None, 1, None])
+    assert [k for k, _ in transport.frames()][-2:] == [FrameKind.MSG, FrameKind.SUB]
+    link.send(FrameKind.CATCHUP, ["G", 1, "x", b""])
+    link.flush()
+    assert [k for k, _ in transport.frames()][-1] == FrameKind.CATCHUP
+    writes = transport.writes
+    await asyncio.sleep(0)  # nothing left for the end of the turn
+    assert transport.writes == writes

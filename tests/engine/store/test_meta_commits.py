@@ -114,7 +114,7 @@ def test_fsync_goes_directory_first_then_segments_oldest_first(tmp_path: Path) -
     store.remove(1, erase=True)  # zeroes bytes in seg 1 in place: dirty last
     synced: list[str] = []
 
-    def observe(fd: int) -> None:
+    def observe(fd: int, _size: int) -> None:
         synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
 
     disk.observe_fsync(observe)
@@ -130,7 +130,7 @@ def test_a_full_segment_is_synced_before_its_successor_is_written(tmp_path: Path
     store = FileStore(tmp_path, segment_bytes_max=SEGMENT_BYTES, meta_commits=True)
     synced: list[str] = []
 
-    def observe(fd: int) -> None:
+    def observe(fd: int, _size: int) -> None:
         synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
 
     disk.observe_fsync(observe)
@@ -180,7 +180,7 @@ def test_a_crash_recovers_a_committed_state_no_older_than_the_last_fsync(
         store = FileStore(directory, segment_bytes_max=segment_bytes_max, meta_commits=True)
         synced: dict[str, int] = {}
 
-        def observe(_fd: int) -> None:
+        def observe(_fd: int, _size: int) -> None:
             synced.update(snapshot_sizes(directory))
 
         disk.observe_fsync(observe)

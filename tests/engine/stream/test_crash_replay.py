@@ -100,7 +100,7 @@ def test_crash_then_replay_equals_the_replica_that_never_crashed(
         directory = Path(tmp) / "msgs"
         synced: dict[str, int] = {}
 
-        def observe(_fd: int) -> None:
+        def observe(_fd: int, _size: int) -> None:
             synced.update(segment_sizes(directory))
 
         disk.observe_fsync(observe)
