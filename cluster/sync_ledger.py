@@ -15,12 +15,17 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 
 from engine import disk
 
 LEDGER_ENV = "JETRAFT_SYNC_LEDGER"
 
 _ledger_fd: int | None = None
+# inode -> the size last written for it: two fsyncs of one file (the file store's worker and an
+# inline one) may finish in either order, and the later line must not claim less than the other
+_recorded: dict[int, int] = {}
+_recorded_lock = threading.Lock()
 
 
 def _note(fd: int, size: int) -> None:
@@ -34,7 +39,12 @@ def _note(fd: int, size: int) -> None:
         path = os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         return
-    os.write(_ledger_fd, f"{st.st_ino}\t{size}\t{path}\n".encode())
+    with _recorded_lock:
+        last = _recorded.get(st.st_ino, 0)
+        # a file now shorter than what was recorded was truncated: its own size counts
+        durable = max(size, last) if st.st_size >= last else size
+        _recorded[st.st_ino] = durable
+        os.write(_ledger_fd, f"{st.st_ino}\t{durable}\t{path}\n".encode())
 
 
 def install_from_env() -> bool:

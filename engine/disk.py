@@ -6,11 +6,11 @@ every fsync: the chaos harness's fsync ledger (``cluster/sync_ledger.py``) and t
 It lives in ``engine/``, the lowest layer that writes files, because the file store may not import
 ``cluster/``; the cluster's writers import it from here.
 
-Observers run after ``os.fsync`` returned, on the thread that fsynced (a Raft follower's journal
-is fsynced in worker threads), and must not write to the fd. They get the file's size from just
-before the fsync: another thread may append while it runs, and only what was written before it
-began is sure to be covered. An fsync error propagates before any observer runs: a file is never
-reported durable when its fsync failed.
+Observers run after ``os.fsync`` returned, on the thread that fsynced (the file store and the
+Raft journals are also fsynced in worker threads), and must not write to the fd. They get the
+file's size from just before the fsync: another thread may append while it runs, and only what
+was written before it began is sure to be covered. An fsync error propagates before any
+observer runs: a file is never reported durable when its fsync failed.
 
 Must never: change what is written or when it is synced; cost more than an empty loop when no
 observer is registered.

@@ -71,8 +71,8 @@ class RaftDriver:
         # checked before anything else: a bad message raises and the route closes the link
         checked = validate_raft_message(message)
         target = self.groups.get(group)
-        if target is None:
-            return  # not (yet) a member here; Raft retries
+        if target is None or target.failed is not None:
+            return  # not (yet) a member here, or its journal is unusable; Raft retries
         if peer == target.self_id or peer not in target.peer_ids:
             return
         if checked["type"] == APPLY_COMMAND and not target.forward_proposals:
@@ -128,11 +128,10 @@ class RaftDriver:
         self.tick_all([group])
 
     def tick_all(self, groups: list[RaftGroup]) -> None:
-        groups = [group for group in groups if not group.paused]
-        # entries applied in these ticks are on disk here first
-        failed = self._sync_all(groups)
+        groups = [group for group in groups if not group.paused and group.failed is None]
+        self._sync_all(groups)  # entries applied in these ticks are on disk here first
         for group in groups:
-            if group.group_name in failed:
+            if group.failed is not None:
                 continue  # its journal is unusable: no tick may count or apply on it
             try:
                 group.tick()
@@ -140,35 +139,44 @@ class RaftDriver:
                 log.exception("raft group %s: tick failed", group.group_name)
         self._sync_all(groups)  # the leaders' new entries, before the next tick counts them
 
-    def _sync_all(self, groups: list[RaftGroup]) -> set[str]:
+    def _sync_all(self, groups: list[RaftGroup]) -> None:
         """Sync every group that needs it, the fsyncs side by side, and send the replies that
-        waited for them; the names of the groups whose sync failed (logged)."""
-        pending = [group for group in groups if group.sync_pending]
+        waited for them. A group whose sync fails is marked failed (``_sync_failed``)."""
+        pending = [group for group in groups if group.failed is None and group.sync_pending]
         if not pending:
-            return set()
+            return
         if len(pending) == 1:
             try:
                 pending[0].sync()
-            except Exception:
-                log.exception("raft group %s: journal sync failed", pending[0].group_name)
-                return {pending[0].group_name}
-            return set()
+            except Exception as exc:
+                self._sync_failed(pending[0], exc)
+            return
         transports = {id(group.transport): group.transport for group in pending}.values()
         for transport in transports:
             transport.flush()  # what the ticks sent travels while the fsyncs block
         running = [(group, self._sync_pool.submit(group.sync_journal)) for group in pending]
-        failed: set[str] = set()
+        concurrent.futures.wait([future for _group, future in running])  # all, even on errors
         for group, future in running:
             try:
                 future.result()
-            except Exception:
-                log.exception("raft group %s: journal sync failed", group.group_name)
-                failed.add(group.group_name)
-            else:
                 group.release_synced()
+            except Exception as exc:
+                self._sync_failed(group, exc)
         for transport in transports:
             transport.flush()
-        return failed
+
+    @staticmethod
+    def _sync_failed(group: RaftGroup, exc: Exception) -> None:
+        """A failed fsync may have lost what was appended, and the journal refuses everything
+        after it: the group stops here (no tick, no reply, no peer message) until the node
+        restarts and recovers the journal from disk. Logged once."""
+        group.failed = f"journal sync failed: {exc!r}"
+        log.critical(
+            "raft group %s: %s; the group is stopped on this node until it restarts",
+            group.group_name,
+            group.failed,
+            exc_info=exc,
+        )
 
     async def _tick_forever(self) -> None:
         while True:

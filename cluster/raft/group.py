@@ -10,9 +10,11 @@ it, this module supplies what makes it fit a server that must not lose acknowled
   dropped; a snapshot chunk never raises the commit index (``receive``). Proposals forwarded
   by a peer are taken by the meta group only (``forward_proposals``, checked by the driver).
 * **Journal**: ``DurableJournal`` (our format, no pickle on disk). Appends are group-committed:
-  the driver syncs a group's journal (``sync``) before every tick and right after it, so the
+  the driver syncs the journals before and after each round of ticks (``sync``, or
+  ``sync_journal`` in a worker thread while the loop waits, then ``release_synced``), so the
   leader's own entries are durable before the next tick's commit rule counts the leader, and a
   follower's append reply goes out only once its entries are (the adapter holds it until then).
+  A failed sync stops the group on this node (``failed``) until it restarts.
 * **Apply**: log entries are our own bytes; ``apply_fn(index, payload)`` runs for every committed
   entry, on every member, in log order. Its return value reaches the proposer's future.
 * **Snapshots**: small files of our own JSON — "applied through index I" plus whatever small state
@@ -146,6 +148,8 @@ class RaftGroup:
         self.snapshot_receiver = _SnapshotReceiver(name)
         # set while the owner fetches state the log no longer has: the driver does not tick
         self.paused = False
+        # why the group stopped on this node (its journal's fsync failed); None while it runs
+        self.failed: str | None = None
         self.last_leader_change_ns = time.time_ns()
         # settings read here, not at import, so tests can shrink them per group
         settings = CoreSettings(

@@ -265,3 +265,30 @@ def test_fsync_ledger_records_what_was_made_durable(tmp_path: Path) -> None:
     synced = int(segs[-1][1])
     assert int(segs[-1][0]) == seg_path.stat().st_ino
     assert 100 < synced < seg_path.stat().st_size  # the second append is past the synced size
+
+
+def test_fsync_ledger_never_goes_back_for_fsyncs_that_finish_out_of_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each line holds the size from before its fsync; two overlapping fsyncs of one file may
+    finish in either order, so a line never claims less than an earlier one, unless the file
+    was truncated below it meanwhile."""
+    from cluster import sync_ledger
+
+    ledger = tmp_path / "ledger"
+    ledger_fd = os.open(ledger, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    monkeypatch.setattr(sync_ledger, "_ledger_fd", ledger_fd)
+    monkeypatch.setattr(sync_ledger, "_recorded", {})
+    data = tmp_path / "seg"
+    data.write_bytes(b"x" * 120)
+    fd = os.open(data, os.O_RDWR)
+    try:
+        sync_ledger._note(fd, 120)  # the later fsync finished first
+        sync_ledger._note(fd, 100)
+        os.ftruncate(fd, 10)
+        sync_ledger._note(fd, 10)
+    finally:
+        os.close(fd)
+        os.close(ledger_fd)
+    sizes = [int(line.split("\t")[1]) for line in ledger.read_text().splitlines()]
+    assert sizes == [120, 120, 10]

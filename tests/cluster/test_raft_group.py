@@ -178,6 +178,8 @@ async def test_one_round_fsyncs_every_groups_journal_side_by_side(tmp_path: Path
     finally:
         disk.stop_observing_fsync(observe)
         await driver.close()
+        for group in groups:
+            group.close()
     assert len(synced_on) == len(groups)
     replies = sorted(
         (g, m["next_node_idx"]) for _p, g, m in routes.sent if m["type"] == "next_node_idx"
@@ -186,13 +188,17 @@ async def test_one_round_fsyncs_every_groups_journal_side_by_side(tmp_path: Path
     assert not any(g.journal.dirty for g in groups)
 
 
-async def test_a_group_whose_journal_sync_fails_sends_nothing_and_is_not_ticked(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("others", [0, 1], ids=["alone", "beside-another"])
+async def test_a_group_whose_journal_sync_fails_stops_and_sends_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, others: int
 ) -> None:
-    """A failed fsync may have lost the appended entries: the reply that promised them never
-    goes out and the group is not ticked on that journal; the other groups go on."""
+    """A failed fsync may have lost the appended entries and the journal refuses everything
+    after it: the reply that promised them never goes out, and the group stops on this node (no
+    tick, no peer message) while the other groups go on. Inline (one group to sync) and in the
+    thread pool (several) alike."""
     routes = _Routes()
-    good, bad = (_follower_with_unsynced_append(tmp_path, n, routes) for n in ("good", "bad"))
+    bad = _follower_with_unsynced_append(tmp_path, "bad", routes)
+    good = [_follower_with_unsynced_append(tmp_path, f"good{i}", routes) for i in range(others)]
     real_fsync = disk.fsync
     bad_dir = str(bad.journal.path)
 
@@ -203,18 +209,31 @@ async def test_a_group_whose_journal_sync_fails_sends_nothing_and_is_not_ticked(
 
     monkeypatch.setattr(disk, "fsync", fsync)
     ticked: list[str] = []
-    for group in (good, bad):
+    for group in (bad, *good):
         real_tick = group.tick
         monkeypatch.setattr(
             group, "tick", lambda g=group, t=real_tick: (ticked.append(g.group_name), t())[1]
         )
     driver = RaftDriver()
     try:
-        driver.tick_all([good, bad])
+        driver.groups.update({g.group_name: g for g in (bad, *good)})
+        driver.tick_all([bad, *good])
+        assert bad.failed is not None and "Input/output error" in bad.failed
+        driver.on_raft(
+            "n1",
+            bad.group_name,
+            {"type": "request_vote", "term": 9, "last_log_index": 9, "last_log_term": 9},
+        )
+        driver.tick_all([bad, *good])  # stopped: not synced or ticked again
     finally:
+        driver.groups.clear()
         await driver.close()
-    assert [g for _p, g, m in routes.sent if m["type"] == "next_node_idx"] == [good.group_name]
-    assert ticked == [good.group_name]
+        for group in (bad, *good):
+            group.journal._destroy()
+    replies = [g for _p, g, m in routes.sent if m["type"] in ("next_node_idx", "response_vote")]
+    assert replies == [g.group_name for g in good]
+    assert ticked == [g.group_name for g in good] * 2
+    assert bad.term == 1  # the vote request never reached it
 
 
 def test_a_snapshot_chunk_never_commits_the_followers_unverified_entries(tmp_path: Path) -> None:

@@ -309,3 +309,22 @@ async def test_frames_of_one_loop_turn_go_out_in_one_write_in_order() -> None:
     writes = transport.writes
     await asyncio.sleep(0)  # nothing left for the end of the turn
     assert transport.writes == writes
+
+
+async def test_interest_and_closes_never_overtake_or_drop_gathered_frames() -> None:
+    """The router's interest changes (written at once) follow the messages gathered before them
+    on the link to each peer; ``RouteManager.flush`` and a link's ``close`` write what waits."""
+    mgr, _ = _manager()
+    link = _Link(mgr, dialed=True, url=PEER_URL)
+    transport = FakeTransport()
+    link.connection_made(cast(asyncio.Transport, transport))  # the dialer's HELLO: at once
+    mgr._out["n1"] = link
+    link.send(FrameKind.MSG, ["before", None, None, b"x", True, []])
+    mgr._on_local_interest("foo", None, 1, None)
+    assert [k for k, _ in transport.frames()] == [FrameKind.HELLO, FrameKind.MSG, FrameKind.SUB]
+    link.send(FrameKind.RAFT, ["G", {"type": "request_vote"}])
+    mgr.flush()
+    assert [k for k, _ in transport.frames()][-1] == FrameKind.RAFT
+    link.send(FrameKind.MSG, ["last", None, None, b"x", True, []])
+    link.close()
+    assert transport.closed and transport.frames()[-1][1][0] == "last"
