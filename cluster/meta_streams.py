@@ -638,6 +638,8 @@ class MetaStreams:
 
     def meta_health(self) -> str | None:
         meta = self.meta
+        if meta is not None and meta.failed is not None:
+            return f"JetStream meta group stopped on this node: {meta.failed}"
         no_leader = "JetStream has not established contact with a meta leader"
         if meta is None or meta.leader_id is None:
             return no_leader
@@ -661,6 +663,8 @@ class MetaStreams:
         if host.offline:
             return f"JetStream stream '{name}' is offline"
         group = host.log.group
+        if group.failed is not None:
+            return f"JetStream stream '{name}' is stopped on this node: {group.failed}"
         # a stream whose group has no leader (its replicas lack a majority) is unavailable,
         # which no restart of this node can help: it does not hold this node back
         if group.leader_id is not None and (not host.caught_up or group.paused):

@@ -170,13 +170,17 @@ class RaftDriver:
         """A failed fsync may have lost what was appended, and the journal refuses everything
         after it: the group stops here (no tick, no reply, no peer message) until the node
         restarts and recovers the journal from disk. Logged once."""
-        group.failed = f"journal sync failed: {exc!r}"
+        reason = f"journal sync failed: {exc!r}"
         log.critical(
             "raft group %s: %s; the group is stopped on this node until it restarts",
             group.group_name,
-            group.failed,
+            reason,
             exc_info=exc,
         )
+        try:
+            group.stop(reason)
+        except Exception:
+            log.exception("raft group %s: its owner failed to take the stop", group.group_name)
 
     async def _tick_forever(self) -> None:
         while True:

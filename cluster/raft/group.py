@@ -232,11 +232,18 @@ class RaftGroup:
 
     @property
     def is_leader(self) -> bool:
-        return self.core.is_leader
+        return self.failed is None and self.core.is_leader
 
     @property
     def leader_id(self) -> str | None:
-        return self.core.leader_id
+        # a stopped group knows no leader: its owner neither leads nor serves reads
+        return None if self.failed is not None else self.core.leader_id
+
+    def stop(self, reason: str) -> None:
+        """Stop the group on this node for good (its journal failed): the driver no longer
+        syncs, ticks or feeds it, and the owner hears of it as of a change of role."""
+        self.failed = reason
+        self._state_changed()
 
     @property
     def term(self) -> int:
@@ -299,7 +306,8 @@ class RaftGroup:
         )
 
     def close(self) -> None:
-        self.journal.sync()
+        if self.failed is None:  # a failed journal refuses every sync
+            self.journal.sync()
         self.journal._destroy()
 
     # --- what the driver uses ----------------------------------------------------------------
