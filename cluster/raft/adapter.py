@@ -133,11 +133,10 @@ class _GroupTransport(Transport):  # type: ignore[misc]  # pysyncobj is untyped
     def _whole_entry(message: dict[str, Any], journal: DurableJournal) -> dict[str, Any] | None:
         """The append pysyncobj would have sent had the entry been small: the one entry right
         after prevLogIdx (pysyncobj chunks an entry only when it is the only one to send)."""
-        index = int(message["prevLogIdx"]) + 1
-        first = int(journal[0][1])
-        if not first <= index <= int(journal[-1][1]):
+        entry = journal.entry_at(int(message["prevLogIdx"]) + 1)
+        if entry is None:
             return None
-        data, entry_index, term = journal[index - first]
+        data, entry_index, term = entry
         return {
             "type": "append_entries",
             "term": message["term"],
@@ -179,10 +178,8 @@ class _GroupTransport(Transport):  # type: ignore[misc]  # pysyncobj is untyped
 
 def _term_at(journal: DurableJournal, index: int) -> int | None:
     """The term of the entry at ``index``; None when compacted away or beyond the log."""
-    first = int(journal[0][1])
-    if first <= index <= int(journal[-1][1]):
-        return int(journal[index - first][2])
-    return None
+    entry = journal.entry_at(index)
+    return None if entry is None else entry[2]
 
 
 class SyncObjCore(SyncObj):  # type: ignore[misc]  # pysyncobj is untyped

@@ -263,11 +263,8 @@ class RaftGroup:
 
     def term_of(self, index: int) -> int:
         """The term of the log entry at ``index`` (0 if compacted away)."""
-        journal = self.journal
-        first = int(journal[0][1])
-        if first <= index <= int(journal[-1][1]):
-            return int(journal[index - first][2])
-        return 0
+        entry = self.journal.entry_at(index)
+        return 0 if entry is None else entry[2]
 
     def peer_progress(self) -> dict[str, tuple[int, float]]:
         """Leader only: per follower (match index, seconds since it last answered)."""
@@ -339,8 +336,7 @@ class RaftGroup:
 
     def release_synced(self) -> None:
         """Send the append replies the journal's last sync covers (on the loop)."""
-        if self.core.holding_replies:
-            self.core.release_held()
+        self.core.release_held()
 
     def peer_connected(self, peer: str) -> None:
         if peer != self.self_id and peer in self.peer_ids:

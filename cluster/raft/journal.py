@@ -264,6 +264,14 @@ class DurableJournal:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def entry_at(self, index: int) -> JournalEntry | None:
+        """The entry with Raft index ``index``; None when compacted away or beyond the log."""
+        entries = self._entries
+        if not entries:
+            return None
+        position = index - entries[0][1]
+        return entries[position] if 0 <= position < len(entries) else None
+
     def _destroy(self) -> None:
         """Closes the files (idempotent). Does not sync: what was added is already with the OS."""
         with self._lock:
