@@ -16,80 +16,67 @@ from __future__ import annotations
 
 import sys
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator
-from functools import partial
-from typing import Any, Final, NamedTuple, Protocol
+from collections.abc import Iterator
+from typing import Final
 
-from sortedcontainers import SortedList  # type: ignore[import-untyped]
-
+from engine.seqlist import SeqList
 from protocol.subjects import FULL_WILDCARD, PARTIAL_WILDCARD, has_wildcard, subject_matches
 
 # A subject's sequences live in a plain list (an append is the cheapest possible add, and removing
-# its head moves at most this many pointers: under a microsecond, less than SortedList.remove)
-# until it grows past this, then in a SortedList (cheap removal from the head at any size).
+# its head moves at most this many pointers: under a microsecond) until it grows past this, then
+# in a SeqList (cheap removal from the head at any size).
 SUBJECT_LIST_SMALL_MAX: Final = 4096
 # Wildcard next/last lookups first walk this many neighbouring messages before falling back to
 # one bisect per matching subject: cheap when the filter matches most subjects.
 WILDCARD_PROBE_MSGS: Final = 16
 
-
-class _SortedInts(Protocol):
-    """The part of ``sortedcontainers.SortedList`` used here (the package ships no types)."""
-
-    def add(self, value: int) -> None: ...
-    def remove(self, value: int) -> None: ...
-    def bisect_left(self, value: int) -> int: ...
-    def bisect_right(self, value: int) -> int: ...
-    def irange(
-        self, minimum: int | None = None, maximum: int | None = None, reverse: bool = False
-    ) -> Iterator[int]: ...
-    def __getitem__(self, index: int) -> int: ...
-    def __len__(self) -> int: ...
-    def __iter__(self) -> Iterator[int]: ...
+_SubjectSeqs = list[int] | SeqList
 
 
-def _new_sorted(values: Iterable[int] = ()) -> _SortedInts:
-    sorted_list: _SortedInts = SortedList(values)
-    return sorted_list
+def _ceiling(seqs: _SubjectSeqs, value: int) -> int | None:
+    """The lowest seq >= ``value``."""
+    if isinstance(seqs, SeqList):
+        return seqs.ceiling(value)
+    i = bisect_left(seqs, value)
+    return seqs[i] if i < len(seqs) else None
 
 
-def _append_above(sorted_list: Any, value: int) -> None:
-    """``sorted_list.add(value)`` for a value above every element (the only kind this index
-    adds), without the bisect and the split check when the last sublist has room and no
-    positional index is built: the same resulting state as ``add``. Uses sortedcontainers 2.4's
-    sublists (the version is pinned); anything else goes through ``add``."""
-    lists = sorted_list._lists
-    if lists and not sorted_list._index:
-        last = lists[-1]
-        if len(last) < sorted_list._load << 1:  # add splits a sublist only above twice _load
-            last.append(value)
-            sorted_list._maxes[-1] = value
-            sorted_list._len += 1
-            return
-    sorted_list.add(value)
+def _floor(seqs: _SubjectSeqs, value: int) -> int | None:
+    """The highest seq <= ``value``."""
+    if isinstance(seqs, SeqList):
+        return seqs.floor(value)
+    i = bisect_right(seqs, value)
+    return seqs[i - 1] if i > 0 else None
 
 
-_SubjectSeqs = list[int] | _SortedInts
+def _count_from(seqs: _SubjectSeqs, value: int) -> int:
+    """How many seqs are >= ``value``."""
+    if isinstance(seqs, SeqList):
+        return seqs.count_from(value)
+    return len(seqs) - bisect_left(seqs, value)
 
 
-def _bisect_l(seqs: _SubjectSeqs, value: int) -> int:
-    return bisect_left(seqs, value) if isinstance(seqs, list) else seqs.bisect_left(value)
+class MsgMeta:
+    """What the index keeps per live message (payloads stay in the store).
 
+    A plain slotted class rather than a NamedTuple: compiled, its fields are stored unboxed and
+    building one costs about a third of a tuple's (0.13 against 0.33 µs per index add, measured
+    with the dict insert), once per stored message on every replica."""
 
-def _bisect_r(seqs: _SubjectSeqs, value: int) -> int:
-    return bisect_right(seqs, value) if isinstance(seqs, list) else seqs.bisect_right(value)
+    __slots__ = ("digest", "size_bytes", "subject", "ts_ns")
 
+    def __init__(self, subject: str, ts_ns: int, size_bytes: int, digest: int) -> None:
+        self.subject = subject
+        self.ts_ns = ts_ns
+        self.size_bytes = size_bytes
+        # the content fingerprint the stream digest is derived from (engine/digest.py)
+        self.digest = digest
 
-class MsgMeta(NamedTuple):
-    """What the index keeps per live message (payloads stay in the store)."""
-
-    subject: str
-    ts_ns: int
-    size_bytes: int
-    digest: int  # the content fingerprint the stream digest is derived from (engine/digest.py)
-
-
-_new_meta: Callable[[tuple[str, int, int, int]], MsgMeta] = partial(tuple.__new__, MsgMeta)
+    def __repr__(self) -> str:
+        return (
+            f"MsgMeta(subject={self.subject!r}, ts_ns={self.ts_ns}, "
+            f"size_bytes={self.size_bytes}, digest={self.digest})"
+        )
 
 
 class _TrieNode:
@@ -178,7 +165,7 @@ class StreamIndex:
     __slots__ = ("_meta", "_seqs", "_subjects", "_trie", "bytes_total")
 
     def __init__(self) -> None:
-        self._seqs = _new_sorted()
+        self._seqs = SeqList()
         self._subjects: dict[str, _SubjectSeqs] = {}
         self._meta: dict[int, MsgMeta] = {}
         self._trie = SubjectTrie()
@@ -189,23 +176,19 @@ class StreamIndex:
     def add(self, seq: int, subject: str, ts_ns: int, size_bytes: int, digest: int) -> MsgMeta:
         """Index a newly stored message; sequences arrive in increasing order. (Once per
         published message: written for speed, every step O(1) in the common case.)"""
-        seqs: Any = self._seqs
-        lists = seqs._lists  # see _append_above
-        if lists and not seq > lists[-1][-1]:
-            raise AssertionError(f"index add out of order: {seq} after {lists[-1][-1]}")
+        self._seqs.append(seq)  # AssertionError unless above every live seq
         subject = sys.intern(subject)  # one str object per distinct subject, however many msgs
         per_subject = self._subjects.get(subject)
         if per_subject is None:
             self._subjects[subject] = [seq]
             self._trie.insert(subject)
-        elif type(per_subject) is list:
+        elif isinstance(per_subject, list):
             per_subject.append(seq)
             if len(per_subject) > SUBJECT_LIST_SMALL_MAX:
-                self._subjects[subject] = _new_sorted(per_subject)
+                self._subjects[subject] = SeqList(per_subject)
         else:
-            _append_above(per_subject, seq)
-        _append_above(seqs, seq)
-        meta = self._meta[seq] = _new_meta((subject, ts_ns, size_bytes, digest))
+            per_subject.append(seq)
+        meta = self._meta[seq] = MsgMeta(subject, ts_ns, size_bytes, digest)
         self.bytes_total += size_bytes
         return meta
 
@@ -227,7 +210,7 @@ class StreamIndex:
         return meta
 
     def clear(self) -> None:
-        self._seqs = _new_sorted()
+        self._seqs.clear()
         self._subjects = {}
         self._meta = {}
         self._trie.clear()
@@ -247,12 +230,12 @@ class StreamIndex:
     @property
     def first_seq(self) -> int:
         """Lowest live sequence, 0 when empty."""
-        return self._seqs[0] if self._seqs else 0
+        return self._seqs.first
 
     @property
     def last_live_seq(self) -> int:
         """Highest live sequence, 0 when empty."""
-        return self._seqs[-1] if self._seqs else 0
+        return self._seqs.last
 
     @property
     def num_subjects(self) -> int:
@@ -268,7 +251,9 @@ class StreamIndex:
 
     def subject_first_seq(self, subject: str) -> int:
         seqs = self._subjects.get(subject)
-        return seqs[0] if seqs else 0
+        if not seqs:
+            return 0
+        return seqs.first if isinstance(seqs, SeqList) else seqs[0]
 
     def subject_seqs(self, subject: str) -> list[int]:
         seqs = self._subjects.get(subject)
@@ -286,14 +271,10 @@ class StreamIndex:
     def next_seq(self, start_seq: int, subject_filter: str = "") -> int | None:
         """First live seq >= start_seq matching the filter."""
         if is_match_all(subject_filter):
-            i = self._seqs.bisect_left(start_seq)
-            return self._seqs[i] if i < len(self._seqs) else None
+            return self._seqs.ceiling(start_seq)
         if not has_wildcard(subject_filter):
             seqs = self._subjects.get(subject_filter)
-            if seqs is None:
-                return None
-            i = _bisect_l(seqs, start_seq)
-            return seqs[i] if i < len(seqs) else None
+            return None if seqs is None else _ceiling(seqs, start_seq)
         probed = 0
         for seq in self._seqs.irange(minimum=start_seq):
             if subject_matches(subject_filter, self._meta[seq].subject):
@@ -305,10 +286,9 @@ class StreamIndex:
             return None
         best: int | None = None
         for subject in self._trie.match(subject_filter):
-            seqs = self._subjects[subject]
-            i = _bisect_l(seqs, start_seq)
-            if i < len(seqs) and (best is None or seqs[i] < best):
-                best = seqs[i]
+            found = _ceiling(self._subjects[subject], start_seq)
+            if found is not None and (best is None or found < best):
+                best = found
         return best
 
     def last_seq(self, subject_filter: str, ceiling: int | None = None) -> int | None:
@@ -316,14 +296,10 @@ class StreamIndex:
         if ceiling is None:
             ceiling = self.last_live_seq
         if is_match_all(subject_filter):
-            i = self._seqs.bisect_right(ceiling)
-            return self._seqs[i - 1] if i > 0 else None
+            return self._seqs.floor(ceiling)
         if not has_wildcard(subject_filter):
             seqs = self._subjects.get(subject_filter)
-            if seqs is None:
-                return None
-            i = _bisect_r(seqs, ceiling)
-            return seqs[i - 1] if i > 0 else None
+            return None if seqs is None else _floor(seqs, ceiling)
         probed = 0
         for seq in self._seqs.irange(maximum=ceiling, reverse=True):
             if subject_matches(subject_filter, self._meta[seq].subject):
@@ -335,36 +311,46 @@ class StreamIndex:
             return None
         best: int | None = None
         for subject in self._trie.match(subject_filter):
-            seqs = self._subjects[subject]
-            i = _bisect_r(seqs, ceiling)
-            if i > 0 and (best is None or seqs[i - 1] > best):
-                best = seqs[i - 1]
+            found = _floor(self._subjects[subject], ceiling)
+            if found is not None and (best is None or found > best):
+                best = found
         return best
 
     def count(self, start_seq: int, subject_filter: str = "") -> int:
         """Number of live messages with seq >= start_seq matching the filter."""
         if is_match_all(subject_filter):
-            return len(self._seqs) - self._seqs.bisect_left(start_seq)
+            return self._seqs.count_from(start_seq)
         if not has_wildcard(subject_filter):
             seqs = self._subjects.get(subject_filter)
-            return 0 if seqs is None else len(seqs) - _bisect_l(seqs, start_seq)
+            return 0 if seqs is None else _count_from(seqs, start_seq)
         total = 0
         for subject in self._trie.match(subject_filter):
-            seqs = self._subjects[subject]
-            total += len(seqs) - _bisect_l(seqs, start_seq)
+            total += _count_from(self._subjects[subject], start_seq)
         return total
 
     def seq_for_time(self, ts_ns: int) -> int | None:
         """First live seq whose ts >= ts_ns (timestamps are non-decreasing in seq)."""
-        seqs, meta = self._seqs, self._meta
-        lo, hi = 0, len(seqs)
+        meta = self._meta
+        chunks = self._seqs.chunks()
+        # the first chunk whose last message is at or after ts_ns holds the answer
+        lo, hi = 0, len(chunks)
         while lo < hi:
             mid = (lo + hi) // 2
-            if meta[seqs[mid]].ts_ns < ts_ns:
+            if meta[chunks[mid][-1]].ts_ns < ts_ns:
                 lo = mid + 1
             else:
                 hi = mid
-        return seqs[lo] if lo < len(seqs) else None
+        if lo == len(chunks):
+            return None
+        chunk = chunks[lo]
+        lo, hi = 0, len(chunk) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if meta[chunk[mid]].ts_ns < ts_ns:
+                lo = mid + 1
+            else:
+                hi = mid
+        return chunk[lo]
 
     def multi_last(self, filters: list[str], ceiling: int, limit: int) -> list[int] | None:
         """Last seq <= ceiling of every distinct subject matching any filter, ascending;
@@ -376,11 +362,10 @@ class StreamIndex:
                 if subject in seen_subjects:
                     continue
                 seen_subjects.add(subject)
-                seqs = self._subjects[subject]
-                i = _bisect_r(seqs, ceiling)
-                if i == 0:
+                last = _floor(self._subjects[subject], ceiling)
+                if last is None:
                     continue
-                found.add(seqs[i - 1])
+                found.add(last)
                 if 0 < limit < len(found):
                     return None
         return sorted(found)

@@ -37,6 +37,7 @@ COMPILED_MODULES: Final = (
     "engine.filestore",
     "engine.index",
     "engine.records",
+    "engine.seqlist",
     "engine.stream",
     "protocol.api_json",
     "protocol.headers",
