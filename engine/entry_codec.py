@@ -15,12 +15,15 @@ import struct
 import zlib
 from typing import Final
 
+from mypy_extensions import mypyc_attr
+
 HEAD: Final = struct.Struct(">BB")
 CRC: Final = struct.Struct(">I")
 STR_ENCODING: Final = "utf-8"
 STR_ERRORS: Final = "surrogatepass"  # any str a parser produced round-trips
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the consumer entries' error extends it
 class EntryDecodeError(ValueError):
     """The bytes are not a valid encoded entry (corrupt, truncated, or from an unknown format)."""
 
@@ -47,6 +50,8 @@ def unframe(
     return entry_type, buf, end
 
 
+# compiled with the engine; the consumer entries' reader extends it from interpreted code
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Reader:
     """Bounds-checked cursor over an entry body; every short read raises ``error``."""
 
@@ -69,6 +74,11 @@ class Reader:
         values = fmt.unpack_from(self._buf, self.pos)
         self.pos += fmt.size
         return values
+
+    def remaining(self) -> tuple[bytes, int, int]:
+        """(the buffer, the cursor, the end) for a decoder that walks many fields itself; it
+        must bounds-check against the end and set ``pos`` after what it consumed."""
+        return self._buf, self.pos, self._end
 
     def take(self, n: int) -> bytes:
         if self.pos + n > self._end:

@@ -168,15 +168,42 @@ class StreamMetaError(ValueError):
     """The store's meta blob is not one this code wrote."""
 
 
-class PubResult(NamedTuple):
+class PubResult:
     """The outcome of one message of a publish entry, in input order. A duplicate carries the
-    original message's seq; an error carries seq 0. (A NamedTuple: one is made per published
-    message, and a frozen dataclass costs twice as much to construct.)"""
+    original message's seq; an error carries seq 0. (A plain slotted class: one is made per
+    published message, and compiled it is built natively, where a NamedTuple's constructor
+    stays an interpreted function.)"""
 
-    seq: int
-    duplicate: bool = False
-    error: ApiError | None = None
-    val: str | None = None  # a counter stream's new total
+    __slots__ = ("duplicate", "error", "seq", "val")
+
+    def __init__(
+        self,
+        seq: int,
+        duplicate: bool = False,
+        error: ApiError | None = None,
+        val: str | None = None,  # a counter stream's new total
+    ) -> None:
+        self.seq = seq
+        self.duplicate = duplicate
+        self.error = error
+        self.val = val
+
+    def _key(self) -> tuple[int, bool, ApiError | None, str | None]:
+        return (self.seq, self.duplicate, self.error, self.val)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PubResult):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"PubResult(seq={self.seq}, duplicate={self.duplicate}, error={self.error!r}, "
+            f"val={self.val!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ COMPILED_MODULES: Final = (
     "engine.digest",
     "engine.direct_get",
     "engine.entries",
+    "engine.entry_codec",
     "engine.filestore",
     "engine.index",
     "engine.records",
