@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from typing import Final
 
 from engine import limits
 from engine.counter import check_increment, counter_payload
@@ -364,14 +364,21 @@ def _byte_len(text: str) -> int:
 # ---------------------------------------------------------------------------------- commit
 
 
-class CheckedMsg(NamedTuple):
-    """A batch message that passed the commit checks, as it will be stored."""
+class CheckedMsg:
+    """A batch message that passed the commit checks, as it will be stored. (A slotted class,
+    not a NamedTuple, whose constructor stays interpreted in a compiled module: one is built per
+    message of every committed batch.)"""
 
-    msg: InboundMsg
-    msg_id: str
-    rollup: str  # "", ROLLUP_SUBJECT or ROLLUP_ALL
-    size_bytes: int  # accounting size (limits.msg_size_bytes)
-    ttl_s: int  # Nats-TTL in seconds: 0 none, -1 never
+    __slots__ = ("msg", "msg_id", "rollup", "size_bytes", "ttl_s")
+
+    def __init__(
+        self, msg: InboundMsg, msg_id: str, rollup: str, size_bytes: int, ttl_s: int
+    ) -> None:
+        self.msg = msg
+        self.msg_id = msg_id
+        self.rollup = rollup  # "", ROLLUP_SUBJECT or ROLLUP_ALL
+        self.size_bytes = size_bytes  # accounting size (limits.msg_size_bytes)
+        self.ttl_s = ttl_s  # Nats-TTL in seconds: 0 none, -1 never
 
 
 @dataclass(slots=True)

@@ -78,15 +78,30 @@ TIMESTAMP_CACHE_SIZE: Final = 4096
 STREAM_NAME_CACHE_SIZE: Final = 256
 
 
-class DirectReply(NamedTuple):
+class DirectReply:
     """One message to publish to the requester's reply subject.
 
     ``hdr`` None means a plain MSG (``no_hdr``); otherwise an HMSG with this header block.
-    (A NamedTuple: one is made per reply, and a frozen dataclass costs more to construct.)
+    (A slotted class: one is made per reply, and compiled it is built natively, where a
+    NamedTuple's constructor stays an interpreted function.)
     """
 
-    hdr: bytes | None
-    data: bytes
+    __slots__ = ("data", "hdr")
+
+    def __init__(self, hdr: bytes | None, data: bytes) -> None:
+        self.hdr = hdr
+        self.data = data
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DirectReply):
+            return NotImplemented
+        return self.hdr == other.hdr and self.data == other.data
+
+    def __hash__(self) -> int:
+        return hash((self.hdr, self.data))
+
+    def __repr__(self) -> str:
+        return f"DirectReply(hdr={self.hdr!r}, data={self.data!r})"
 
 
 REPLY_412: Final = DirectReply(_STATUS_412, b"")

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from mypy_extensions import mypyc_attr
+
 from engine.store import CorruptRecord, StoredMsg
 
 
+# Compiled (protocol/native.py); tests extend it to count or damage what it returns.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class MemoryStore:
     """Sequence-keyed dict. Appends arrive in strictly increasing seq order, so the dict's insertion
     order is seq order and ``scan`` needs no sort."""

@@ -37,6 +37,8 @@ COMPILED_MODULES: Final = (
     "engine.entry_codec",
     "engine.filestore",
     "engine.index",
+    "engine.limits",
+    "engine.memstore",
     "engine.records",
     "engine.seqlist",
     "engine.stream",
