@@ -47,9 +47,10 @@ from pathlib import Path
 from typing import Any
 
 from cluster.apply_log import NO_APPLY_OBSERVER, ApplyObserver
+from cluster.proposed_entries import ProposedEntries
 from cluster.raft import NotLeaderError, RaftDriver, RaftGroup, RaftTransport
 from cluster.stream_log import LogOwner, OnDone, OnFail
-from engine.entries import LogEntry, decode_entry, encode_entry
+from engine.entries import BatchCommitEntry, LogEntry, PublishEntry, decode_entry, encode_entry
 from engine.state_transfer import (
     CatchupRequest,
     TransferApplier,
@@ -115,6 +116,7 @@ class RaftLog:
         self._opened_at = time.monotonic()
         self._handed_over = False
         self._inflight = 0
+        self._own_entries = ProposedEntries(4 * PROPOSALS_INFLIGHT_MAX)
         self._barrier: asyncio.Future[int] | None = None
         self._was_leader = False
         self._closing = False
@@ -176,7 +178,11 @@ class RaftLog:
         return self._inflight < PROPOSALS_INFLIGHT_MAX
 
     def append(self, entry: LogEntry, on_done: OnDone, on_fail: OnFail) -> None:
-        future = self.group.propose(bytes([CMD_ENGINE]) + encode_entry(entry))
+        raw = encode_entry(entry)
+        if isinstance(entry, (PublishEntry, BatchCommitEntry)):
+            self._own_entries.add(raw, entry)
+        payload = bytes([CMD_ENGINE]) + raw
+        future = self.group.propose(payload)
         self._inflight += 1
 
         def done(f: asyncio.Future[Any]) -> None:
@@ -343,7 +349,7 @@ class RaftLog:
         if kind == CMD_SEED:
             return self._apply_seed(index, payload[1:])
         raw = payload[1:]
-        entry = decode_entry(raw)
+        entry = self._own_entries.take(raw) or decode_entry(raw)
         self.apply_observer.applying()
         result = self._owner.apply(index, entry)
         self.apply_observer.applied(self._owner.stream, index, self.group.term_of, raw, entry)
