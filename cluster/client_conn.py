@@ -39,6 +39,10 @@ FIRST_PING_INTERVAL_S = 2.0  # nats-server firstClientPingInterval
 PING_INTERVAL_S = 120.0  # nats-server DEFAULT_PING_INTERVAL
 PINGS_OUTSTANDING_MAX = 2  # nats-server DEFAULT_PING_MAX_OUT
 WRITE_DEADLINE_S = 10.0  # nats-server DEFAULT_FLUSH_DEADLINE
+# Output gathered within one loop turn is written at its end, or as soon as this much has
+# gathered: a burst of replies (a group commit's PubAcks, Direct Gets) then starts reaching the
+# client while the rest is still being built, and the client answers sooner.
+OUT_FLUSH_BYTES = 64 * 1024
 TLS_TIMEOUT_S = 2.0  # nats-server TLS_TIMEOUT
 ERR_STALE_CONNECTION = "Stale Connection"
 # CPython 3.11 specializes attribute access on an object only while its __dict__ fits the
@@ -457,7 +461,9 @@ class ClientConnection(asyncio.Protocol):
         # Direct Gets) must not pile up past the limit before the flush sees them.
         if self._out_bytes > self._room and self._over_max_pending():
             return
-        if not self._flush_scheduled:
+        if self._out_bytes >= OUT_FLUSH_BYTES:
+            self._flush()
+        elif not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cluster.client_conn import ATTRIBUTES_FAST_MAX, ClientConnection
+from cluster.client_conn import ATTRIBUTES_FAST_MAX, OUT_FLUSH_BYTES, ClientConnection
 from cluster.router import Router
 
 INFO: dict[str, Any] = {"server_id": "S", "proto": 1, "headers": True, "max_payload": 1024}
@@ -117,6 +117,26 @@ async def test_a_burst_within_one_loop_turn_is_cut_before_it_is_flushed() -> Non
     assert slow.n == 1
     await asyncio.sleep(0)
     assert transport.sent == sent_before  # nothing of the burst reached the socket
+
+
+async def test_a_long_burst_starts_reaching_the_socket_within_the_turn() -> None:
+    """Replies built in one loop turn are written once OUT_FLUSH_BYTES have gathered, not all
+    at the turn's end; everything arrives, in order."""
+    transport, slow = Socketless(accept=1 << 30), Counter()
+    conn = ClientConnection(Router(), INFO, 1024, 1, max_pending=1 << 26, on_slow_consumer=slow)
+    conn.connection_made(transport)
+    await asyncio.sleep(0)
+    sent_before = transport.sent
+    chunk = 1024
+    chunks = 3 * OUT_FLUSH_BYTES // chunk
+    conn.send_raw(b"a" * chunk)
+    assert transport.sent == sent_before  # a small reply waits for the end of the turn
+    for _ in range(chunks - 1):
+        conn.send_raw(b"b" * chunk)
+    written_in_turn = transport.sent - sent_before
+    assert written_in_turn >= 2 * OUT_FLUSH_BYTES  # written while the burst was being built
+    await asyncio.sleep(0)
+    assert transport.sent - sent_before == chunks * chunk and slow.n == 0
 
 
 async def test_a_socket_that_takes_nothing_is_cut_after_the_write_deadline(
