@@ -925,14 +925,14 @@ class Stream:
         stored = _new_stored((seq, subject, hdr, data, ts_ns))
         self._store.append(stored)
         self._index.add(seq, subject, ts_ns, size, content_fingerprint(hdr, data))
-        if self._config.allow_msg_schedules:
+        if self._schedules_on:
             self._schedules.on_stored(stored, max(ts_ns, self._now_ns))
         if hdr and HDR_MSG_TTL_BYTES in hdr:
             self._ttl.on_stored(seq, ts_ns, hdr)
         self._last_seq = seq
         self._last_ts_ns = ts_ns
         self._last_msg_id = msg_id
-        if msg_id and self._config.duplicate_window > 0:
+        if msg_id and self._dedupe_window_ns > 0:
             self._dedupe[msg_id] = (seq, ts_ns)
             self._dedupe_order.append((msg_id, seq, ts_ns))
         return seq
@@ -1174,6 +1174,10 @@ class Stream:
 
     def _set_config(self, config: StreamConfig) -> None:
         self._config = config
+        # read for every stored message: kept as plain fields (a config attribute is a lookup in
+        # the model's dict each time)
+        self._schedules_on = config.allow_msg_schedules
+        self._dedupe_window_ns = config.duplicate_window
         # the config passed validation, so the transforms compile
         transform, republish = config.subject_transform, config.republish
         self._input_transform = (
