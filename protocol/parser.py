@@ -341,6 +341,33 @@ class ClientParser(ReceiveBuffer):
                             buf[start:end],
                         )
                     return self._matched_pub(m, buf, False)
+                if self.headers_enabled:
+                    # The same for HPUB (batch messages, KV puts, message ids)
+                    m = _HPUB_RE.match(buf, pos)
+                    if m is not None:
+                        subj_b, reply_b, hdr_len_b, size_b = m.groups()
+                        start = m.end()
+                        hdr_len = int(hdr_len_b)
+                        total = int(size_b)
+                        end = start + total
+                        if (
+                            hdr_len <= total <= self.max_payload
+                            and start - pos <= self.max_control_line
+                            and len(buf) > end + 1
+                            and buf[end] == _CR
+                            and buf[end + 1] == _NL
+                        ):
+                            self._pos = end + 2
+                            split = start + hdr_len
+                            return Pub(
+                                subj_b.decode("utf-8", "surrogateescape"),
+                                None
+                                if reply_b is None
+                                else reply_b.decode("utf-8", "surrogateescape"),
+                                buf[start:split] if hdr_len > 0 else None,
+                                buf[split:end],
+                            )
+                        return self._matched_pub(m, buf, True)
             nl = buf.find(b"\n", pos)
             if nl < 0:
                 if not self._chunks:
