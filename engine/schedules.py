@@ -251,7 +251,9 @@ class Schedules:
                     pass
 
     def next_fire_ns(self) -> int | None:
-        return min((t for _, t in self.by_subject.values()), default=None)
+        if not self.by_subject:
+            return None  # asked after every applied entry: most streams schedule nothing
+        return min(t for _, t in self.by_subject.values())
 
     def due(self, now_ns: int) -> list[tuple[int, str]]:
         """(seq, subject) of the schedules due at ``now_ns``, in seq order."""

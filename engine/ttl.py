@@ -267,6 +267,8 @@ class TtlIndex:
         """When the next expire entry is worth proposing: the earliest TTL deadline or max_age
         expiry of a message that is not blocked, or the retry time of blocked ones."""
         blocked = self._blocked
+        if max_age_ns <= 0 and not blocked and not self._by_deadline:
+            return None  # asked after every applied entry: most streams have nothing to expire
         best: int | None = None
         stale: list[int] = []
         for deadline, seq in self._by_deadline:
