@@ -48,6 +48,11 @@ class FrameKind(IntEnum):
     CATCHUP = 6
 
 
+# kind byte -> FrameKind, looked up per frame (calling the IntEnum to convert is an interpreted
+# call costing several times the lookup)
+_KINDS: dict[int, FrameKind] = {int(kind): kind for kind in FrameKind}
+
+
 class FrameError(ValueError):
     """The peer sent something that is not a frame; the connection must be dropped."""
 
@@ -85,11 +90,12 @@ class FrameReader:
             end = pos + header + length
             if len(buf) < end:
                 break
+            frame_kind = _KINDS.get(kind)
+            if frame_kind is None:
+                raise FrameError(f"bad frame (kind {kind}): unknown kind")
             try:
-                frame_kind = FrameKind(kind)
-                body = msgpack.unpackb(
-                    bytes(buf[pos + header : end]), raw=False, strict_map_key=False
-                )
+                # a bytearray slice: one copy (msgpack reads any buffer)
+                body = msgpack.unpackb(buf[pos + header : end], raw=False, strict_map_key=False)
             except (ValueError, msgpack.UnpackException) as exc:
                 raise FrameError(f"bad frame (kind {kind}): {exc}") from exc
             frames.append((frame_kind, body))
