@@ -43,5 +43,8 @@ class ProposedEntries:
                 return entry
         return None
 
+    def clear(self) -> None:
+        self._kept.clear()
+
     def __len__(self) -> int:
         return len(self._kept)

@@ -241,6 +241,9 @@ class RaftLog:
         )
         if not leader:
             self._fail_barrier()
+            # what it proposed and may still apply (if a majority had it) is decoded like any
+            # other entry: nothing proposed keeps its payload alive past the leadership
+            self._own_entries.clear()
         self._owner.role_changed()
 
     def _hand_over_to_preferred(self) -> None:

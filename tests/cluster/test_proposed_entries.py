@@ -35,6 +35,14 @@ def test_other_bytes_find_nothing_and_keep_everything() -> None:
     assert len(kept) == 1
 
 
+def test_cleared_entries_are_not_reused() -> None:
+    kept = ProposedEntries(8)
+    mine = _entry(1)
+    kept.add(encode_entry(mine), mine)
+    kept.clear()
+    assert len(kept) == 0 and kept.take(encode_entry(mine)) is None
+
+
 def test_bounded() -> None:
     kept = ProposedEntries(3)
     entries = [_entry(n) for n in range(5)]

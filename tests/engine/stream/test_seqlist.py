@@ -41,9 +41,15 @@ def _lookups_agree(seqs: SeqList, model: list[int], points: list[int]) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(OPS, st.lists(st.integers(-1, 125), min_size=1, max_size=6))
-def test_matches_a_sorted_list(ops: list[tuple[str, int]], points: list[int]) -> None:
-    seqs = SeqList(chunk_len_max=SMALL_CHUNK)
+@given(
+    OPS,
+    st.lists(st.integers(-1, 125), min_size=1, max_size=6),
+    st.sampled_from([SMALL_CHUNK, 8, 16]),  # 8 and 16: thinned chunks merge (below 2 and 4)
+)
+def test_matches_a_sorted_list(
+    ops: list[tuple[str, int]], points: list[int], chunk_len_max: int
+) -> None:
+    seqs = SeqList(chunk_len_max=chunk_len_max)
     model: list[int] = []
     for op, n in ops:
         if op == "append":
