@@ -51,6 +51,18 @@ _HPUB_RE = re.compile(
     + rb"[ \t]+)?([0-9]{1,9})[ \t]+([0-9]{1,9})[ \t]*\r\n",
     re.I,
 )
+# The control lines clients actually send: upper case, single spaces, printable tokens. Every
+# line these match, the patterns above match with the same groups (their tokens and spacing are
+# a superset); they only save the case-insensitive, any-whitespace matching.
+_STRICT_TOKEN = rb"([!-~\x80-\xff]+)"
+_PUB_STRICT_RE = re.compile(
+    rb"PUB " + _STRICT_TOKEN + rb" (?:" + _STRICT_TOKEN + rb" )?([0-9]{1,9})\r\n"
+)
+_HPUB_STRICT_RE = re.compile(
+    rb"HPUB " + _STRICT_TOKEN + rb" (?:" + _STRICT_TOKEN + rb" )?([0-9]{1,9}) ([0-9]{1,9})\r\n"
+)
+_UPPER_P = 0x50
+_UPPER_H = 0x48
 _SUB_SPLIT_RE = re.compile(rb"[ \t\r\n]+")
 
 
@@ -318,9 +330,11 @@ class ClientParser(ReceiveBuffer):
         while True:
             buf = self._buf
             pos = self._pos
-            if not self._skip_op:
-                # Fast path: a well-formed PUB whose payload is already here.
-                m = _PUB_RE.match(buf, pos)
+            first = buf[pos] if pos < len(buf) else 0
+            if first == _UPPER_P and not self._skip_op:
+                # Fast path: a well-formed PUB whose payload is already here (the strict
+                # pattern first: what clients send, matched faster than the general one).
+                m = _PUB_STRICT_RE.match(buf, pos) or _PUB_RE.match(buf, pos)
                 if m is not None:
                     subj_b, reply_b, size_b = m.groups()
                     start = m.end()
@@ -341,33 +355,31 @@ class ClientParser(ReceiveBuffer):
                             buf[start:end],
                         )
                     return self._matched_pub(m, buf, False)
-                if self.headers_enabled:
-                    # The same for HPUB (batch messages, KV puts, message ids)
-                    m = _HPUB_RE.match(buf, pos)
-                    if m is not None:
-                        subj_b, reply_b, hdr_len_b, size_b = m.groups()
-                        start = m.end()
-                        hdr_len = int(hdr_len_b)
-                        total = int(size_b)
-                        end = start + total
-                        if (
-                            hdr_len <= total <= self.max_payload
-                            and start - pos <= self.max_control_line
-                            and len(buf) > end + 1
-                            and buf[end] == _CR
-                            and buf[end + 1] == _NL
-                        ):
-                            self._pos = end + 2
-                            split = start + hdr_len
-                            return Pub(
-                                subj_b.decode("utf-8", "surrogateescape"),
-                                None
-                                if reply_b is None
-                                else reply_b.decode("utf-8", "surrogateescape"),
-                                buf[start:split] if hdr_len > 0 else None,
-                                buf[split:end],
-                            )
-                        return self._matched_pub(m, buf, True)
+            elif first == _UPPER_H and self.headers_enabled and not self._skip_op:
+                # The same for HPUB (batch messages, KV puts, message ids)
+                m = _HPUB_STRICT_RE.match(buf, pos) or _HPUB_RE.match(buf, pos)
+                if m is not None:
+                    subj_b, reply_b, hdr_len_b, size_b = m.groups()
+                    start = m.end()
+                    hdr_len = int(hdr_len_b)
+                    total = int(size_b)
+                    end = start + total
+                    if (
+                        hdr_len <= total <= self.max_payload
+                        and start - pos <= self.max_control_line
+                        and len(buf) > end + 1
+                        and buf[end] == _CR
+                        and buf[end + 1] == _NL
+                    ):
+                        self._pos = end + 2
+                        split = start + hdr_len
+                        return Pub(
+                            subj_b.decode("utf-8", "surrogateescape"),
+                            None if reply_b is None else reply_b.decode("utf-8", "surrogateescape"),
+                            buf[start:split] if hdr_len > 0 else None,
+                            buf[split:end],
+                        )
+                    return self._matched_pub(m, buf, True)
             nl = buf.find(b"\n", pos)
             if nl < 0:
                 if not self._chunks:
