@@ -406,13 +406,16 @@ class StreamHost(Generic[Log_co]):
             return
         name = self.name
         publish = self.router.publish
+        plain_head = api_json.pub_ack_head(name)
         for pub, res in zip(pubs, results, strict=True):
             if not pub.reply:
                 continue
             if res.error is not None:
                 body = api_json.pub_ack_error_json(name, res.error)
-            else:
+            elif res.duplicate or res.val is not None:
                 body = api_json.pub_ack_json(name, res.seq, duplicate=res.duplicate, val=res.val)
+            else:
+                body = plain_head + str(res.seq).encode() + b"}"
             publish(pub.reply, None, None, body)
 
     def _send_batch_ack(self, commit: QueuedBatchCommit, result: BatchResult) -> None:

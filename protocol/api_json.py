@@ -368,6 +368,12 @@ def pub_ack_json(
     return (text + "}").encode("utf-8", "surrogateescape")
 
 
+def pub_ack_head(stream: str) -> bytes:
+    """What every plain PubAck of ``stream`` starts with: ``pub_ack_json(stream, seq)`` is this,
+    the seq in decimal, and ``}``. Built once per group commit, not once per acknowledgement."""
+    return f'{{"stream":{_quote_stream(stream)},"seq":'.encode("utf-8", "surrogateescape")
+
+
 def pub_ack_error_json(stream: str, err: ApiError) -> bytes:
     """``{"error":{…},"stream":"S","seq":0}`` (json.Marshal of JSPubAckResponse)."""
     return encode({"error": err.to_json(), "stream": stream, "seq": 0})

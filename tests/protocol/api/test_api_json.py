@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from protocol import api_json
 from protocol.errors import ApiError, ErrorSpec
@@ -209,3 +211,10 @@ def test_msg_get_response() -> None:
     )
     bare = api_json.msg_get_response("x", 1, None, b"", 0)["message"]
     assert list(bare) == ["subject", "seq", "time"]
+
+
+@given(st.text(max_size=20), st.integers(0, 2**64 - 1))
+def test_a_plain_pub_ack_is_its_head_the_seq_and_a_brace(stream: str, seq: int) -> None:
+    assert api_json.pub_ack_head(stream) + str(seq).encode() + b"}" == api_json.pub_ack_json(
+        stream, seq
+    )
