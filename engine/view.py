@@ -1,9 +1,9 @@
 """The read-only view of one stream that Direct Get and MSG.GET are answered from.
 
-``engine/stream.py``'s ``Stream`` implements it with sortedcontainers indexes, so that no query
-scans the stream: lookups by sequence, by subject (literal or wildcard), by time, and counts of
-pending messages are all index operations. ``engine/direct_get.py`` and ``engine/msg_get.py`` are
-written only against this Protocol.
+``engine/stream.py``'s ``Stream`` implements it with its index (``engine/index.py``), so that
+no query scans the stream: lookups by sequence, by subject (literal or wildcard), by time, and
+counts of pending messages are all index operations. ``engine/direct_get.py`` and
+``engine/msg_get.py`` are written only against this Protocol.
 
 Must never: mutate state.
 """
