@@ -141,27 +141,41 @@ class RaftDriver:
 
     def _sync_all(self, groups: list[RaftGroup]) -> None:
         """Sync every group that needs it, the fsyncs side by side, and send the replies that
-        waited for them. A group whose sync fails is marked failed (``_sync_failed``)."""
+        waited for them. A group whose sync fails is marked failed (``_sync_failed``).
+
+        Route frames are gathered and written at the end of the loop turn: the ticks' appends
+        are flushed before the fsyncs block (the followers fsync meanwhile), and the released
+        replies right after (the leaders wait for them; a tick's applies may follow)."""
         pending = [group for group in groups if group.failed is None and group.sync_pending]
         if not pending:
             return
-        if len(pending) == 1:
-            try:
-                pending[0].sync()
-            except Exception as exc:
-                self._sync_failed(pending[0], exc)
-            return
         transports = {id(group.transport): group.transport for group in pending}.values()
         for transport in transports:
-            transport.flush()  # what the ticks sent travels while the fsyncs block
-        running = [(group, self._sync_pool.submit(group.sync_journal)) for group in pending]
-        concurrent.futures.wait([future for _group, future in running])  # all, even on errors
-        for group, future in running:
+            transport.flush()
+        failures: dict[int, Exception] = {}
+        if len(pending) == 1:  # inline: a hand-off to a worker thread and back costs more
             try:
-                future.result()
-                group.release_synced()
+                pending[0].sync_journal()
             except Exception as exc:
-                self._sync_failed(group, exc)
+                failures[0] = exc
+        else:
+            futures = [self._sync_pool.submit(group.sync_journal) for group in pending]
+            concurrent.futures.wait(futures)  # all, even on errors
+            for position, future in enumerate(futures):
+                raised = future.exception()
+                if isinstance(raised, Exception):
+                    failures[position] = raised
+                elif raised is not None:
+                    raise raised
+        for position, group in enumerate(pending):
+            error = failures.get(position)
+            if error is None:
+                try:
+                    group.release_synced()
+                except Exception as exc:
+                    error = exc
+            if error is not None:
+                self._sync_failed(group, error)
         for transport in transports:
             transport.flush()
 

@@ -10,8 +10,8 @@ it, this module supplies what makes it fit a server that must not lose acknowled
   dropped; a snapshot chunk never raises the commit index (``receive``). Proposals forwarded
   by a peer are taken by the meta group only (``forward_proposals``, checked by the driver).
 * **Journal**: ``DurableJournal`` (our format, no pickle on disk). Appends are group-committed:
-  the driver syncs the journals before and after each round of ticks (``sync``, or
-  ``sync_journal`` in a worker thread while the loop waits, then ``release_synced``), so the
+  the driver syncs the journals before and after each round of ticks (``sync_journal``, in
+  worker threads while the loop waits when there are several, then ``release_synced``), so the
   leader's own entries are durable before the next tick's commit rule counts the leader, and a
   follower's append reply goes out only once its entries are (the adapter holds it until then).
   A failed sync stops the group on this node (``failed``) until it restarts.
@@ -313,23 +313,13 @@ class RaftGroup:
             self.core.hold_election(RAFT_ELECTION_TIMEOUT_MAX_S)
         self.core.tick()
 
-    def sync(self) -> None:
-        """Make the journal durable and send the append replies that waited for it."""
-        # Route frames are gathered and written at the end of the loop turn: the appends of
-        # this tick go out before the fsync blocks (the followers fsync meanwhile), and the
-        # released replies at once (the leader waits for them; a tick's applies may follow).
-        self.transport.flush()
-        self.sync_journal()
-        self.release_synced()
-        self.transport.flush()
-
     @property
     def sync_pending(self) -> bool:
-        """Whether ``sync`` has anything to do (journal changes, replies waiting for them)."""
+        """Whether a sync has anything to do (journal changes, replies waiting for them)."""
         return self.journal.dirty or self.core.holding_replies
 
     def sync_journal(self) -> None:
-        """The fsync part of ``sync``; may run in a worker thread while the loop waits for it."""
+        """Make the journal durable; may run in a worker thread while the loop waits for it."""
         # the commit index is persisted lazily (pysyncobj's one-second timer): a lower one on
         # disk only means more entries re-applied, and the engine skips what it already holds
         self.journal.sync(commit_index=False)
