@@ -961,14 +961,14 @@ class Stream:
     def _index_msg(self, seq: int, subject: str, hdr: bytes, data: bytes, ts_ns: int) -> None:
         size = self._msg_size(subject, hdr, data)
         self._index.add(seq, subject, ts_ns, size, content_fingerprint(hdr, data))
-        if self._config.allow_msg_schedules and hdr:
+        if self._schedules_on and hdr:
             self._schedules.on_stored(StoredMsg(seq, subject, hdr, data, ts_ns), ts_ns)
         if hdr and HDR_MSG_TTL_BYTES in hdr:
             self._ttl.on_stored(seq, ts_ns, hdr)
 
     def _expire_dedupe(self, now_ns: int) -> None:
         """Forget msg ids stored a full duplicate window ago (stream.go purgeMsgIds)."""
-        window_ns = self._config.duplicate_window
+        window_ns = self._dedupe_window_ns
         order, dedupe = self._dedupe_order, self._dedupe
         while order and now_ns - order[0][2] >= window_ns:
             msg_id, seq, _ = order.popleft()
@@ -1497,7 +1497,7 @@ class Stream:
 
     def _rebuild_from_store(self, *, has_meta: bool) -> None:
         """Rebuild the indexes and the dedupe window from the stored messages."""
-        window_ns = self._config.duplicate_window
+        window_ns = self._dedupe_window_ns
         ids: list[tuple[str, int, int]] = []
         last: StoredMsg | None = None
         for msg in self._store.scan():

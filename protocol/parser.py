@@ -330,56 +330,41 @@ class ClientParser(ReceiveBuffer):
         while True:
             buf = self._buf
             pos = self._pos
+            # Fast path: a well-formed PUB or HPUB whose payload is already here (the strict
+            # pattern first: what clients send, matched faster than the general one).
             first = buf[pos] if pos < len(buf) else 0
-            if first == _UPPER_P and not self._skip_op:
-                # Fast path: a well-formed PUB whose payload is already here (the strict
-                # pattern first: what clients send, matched faster than the general one).
+            m: re.Match[bytes] | None = None
+            with_headers = False
+            if self._skip_op:
+                pass
+            elif first == _UPPER_P:
                 m = _PUB_STRICT_RE.match(buf, pos) or _PUB_RE.match(buf, pos)
-                if m is not None:
-                    subj_b, reply_b, size_b = m.groups()
-                    start = m.end()
-                    total = int(size_b)
-                    end = start + total
-                    if (
-                        total <= self.max_payload
-                        and start - pos <= self.max_control_line
-                        and len(buf) > end + 1
-                        and buf[end] == _CR
-                        and buf[end + 1] == _NL
-                    ):
-                        self._pos = end + 2
-                        return Pub(
-                            subj_b.decode("utf-8", "surrogateescape"),
-                            None if reply_b is None else reply_b.decode("utf-8", "surrogateescape"),
-                            None,
-                            buf[start:end],
-                        )
-                    return self._matched_pub(m, buf, False)
-            elif first == _UPPER_H and self.headers_enabled and not self._skip_op:
-                # The same for HPUB (batch messages, KV puts, message ids)
+            elif first == _UPPER_H and self.headers_enabled:
                 m = _HPUB_STRICT_RE.match(buf, pos) or _HPUB_RE.match(buf, pos)
-                if m is not None:
-                    subj_b, reply_b, hdr_len_b, size_b = m.groups()
-                    start = m.end()
-                    hdr_len = int(hdr_len_b)
-                    total = int(size_b)
-                    end = start + total
-                    if (
-                        hdr_len <= total <= self.max_payload
-                        and start - pos <= self.max_control_line
-                        and len(buf) > end + 1
-                        and buf[end] == _CR
-                        and buf[end + 1] == _NL
-                    ):
-                        self._pos = end + 2
-                        split = start + hdr_len
-                        return Pub(
-                            subj_b.decode("utf-8", "surrogateescape"),
-                            None if reply_b is None else reply_b.decode("utf-8", "surrogateescape"),
-                            buf[start:split] if hdr_len > 0 else None,
-                            buf[split:end],
-                        )
-                    return self._matched_pub(m, buf, True)
+                with_headers = True
+            if m is not None:
+                groups = m.groups()
+                subj_b, reply_b = groups[0], groups[1]
+                hdr_len = int(groups[2]) if with_headers else 0
+                total = int(groups[3] if with_headers else groups[2])
+                start = m.end()
+                end = start + total
+                if (
+                    hdr_len <= total <= self.max_payload
+                    and start - pos <= self.max_control_line
+                    and len(buf) > end + 1
+                    and buf[end] == _CR
+                    and buf[end + 1] == _NL
+                ):
+                    self._pos = end + 2
+                    split = start + hdr_len
+                    return Pub(
+                        subj_b.decode("utf-8", "surrogateescape"),
+                        None if reply_b is None else reply_b.decode("utf-8", "surrogateescape"),
+                        buf[start:split] if hdr_len > 0 else None,
+                        buf[split:end],
+                    )
+                return self._matched_pub(m, buf, with_headers)
             nl = buf.find(b"\n", pos)
             if nl < 0:
                 if not self._chunks:
