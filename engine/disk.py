@@ -1,4 +1,5 @@
-"""The node's one fsync: every fsync of a file a node writes goes through ``fsync`` here.
+"""The node's one fsync (every fsync of a file a node writes goes through ``fsync`` here), and
+the space reserved ahead of appends (``reserve``).
 
 The file store's segments and directory, the Raft journal, Raft snapshots and the atomic config
 writes all call it, so whoever must know what was made durable registers one observer and sees
@@ -8,9 +9,18 @@ It lives in ``engine/``, the lowest layer that writes files, because the file st
 
 Observers run after ``os.fsync`` returned, on the thread that fsynced (the file store and the
 Raft journals are also fsynced in worker threads), and must not write to the fd. They get the
-file's size from just before the fsync: another thread may append while it runs, and only what
-was written before it began is sure to be covered. An fsync error propagates before any
-observer runs: a file is never reported durable when its fsync failed.
+size of the file's data from just before the fsync: another thread may append while it runs, and
+only what was written before it began is sure to be covered. A writer that reserves space passes
+that size itself (the file's own size then counts the reserved zeros too). An fsync error
+propagates before any observer runs: a file is never reported durable when its fsync failed.
+
+Reserved space. The file store's segments and the Raft journal append, and an fsync after an
+append that grew the file must also commit the new size to the filesystem's journal: on this
+machine's ext4, 150-160 us for a small append against 90-100 us when the bytes land in space
+reserved earlier (``posix_fallocate``), which is most of a lone publisher's wait. So they reserve
+ahead of their appends in steps (``reserve``) and cut the unused zeros off again when a file is
+closed or rotated. After a crash the zeros remain; their recovery treats trailing zeros as never
+written.
 
 Must never: change what is written or when it is synced; cost more than an empty loop when no
 observer is registered.
@@ -18,8 +28,10 @@ observer is registered.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
+from typing import Final
 
 FsyncObserver = Callable[[int, int], None]  # (fd, its size when the fsync began)
 
@@ -28,15 +40,43 @@ FsyncObserver = Callable[[int, int], None]  # (fd, its size when the fsync began
 _observers: list[FsyncObserver] = []
 
 
-def fsync(fd: int) -> None:
-    """``os.fsync(fd)``, then tell every observer that ``fd`` is durable."""
+# A file's reservation grows by its own size (so a small file reserves little), within these.
+RESERVE_STEP_BYTES_MIN: Final = 64 * 1024
+RESERVE_STEP_BYTES_MAX: Final = 4 * 1024 * 1024
+# posix_fallocate failures meaning "this filesystem cannot": writers then append as before.
+_RESERVE_UNSUPPORTED: Final = frozenset((errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL))
+
+
+def fsync(fd: int, data_bytes: int | None = None) -> None:
+    """``os.fsync(fd)``, then tell every observer that ``fd`` is durable. ``data_bytes``: how
+    much of the file is data when it has reserved space beyond it (default: its size)."""
     if not _observers:
         os.fsync(fd)
         return
-    size = os.fstat(fd).st_size
+    size = os.fstat(fd).st_size if data_bytes is None else data_bytes
     os.fsync(fd)
     for observer in _observers:
         observer(fd, size)
+
+
+def reserve(fd: int, reserved_end: int, needed_end: int, limit: int) -> int:
+    """Reserve space so that ``fd`` can be written up to ``needed_end`` without growing it;
+    returns the new reserved end (``reserved_end`` when no more is needed; everything before
+    ``reserved_end`` must be data or reserved already). The step doubles the
+    reservation up to ``RESERVE_STEP_BYTES_MAX`` and stops at ``limit`` (what the file is expected
+    to grow to) unless ``needed_end`` is beyond it. Returns -1 when the filesystem cannot reserve
+    (the caller stops trying for that file); other errors (ENOSPC, EIO) propagate."""
+    if needed_end <= reserved_end:
+        return reserved_end
+    step = min(RESERVE_STEP_BYTES_MAX, max(RESERVE_STEP_BYTES_MIN, reserved_end))
+    new_end = max(needed_end, min(needed_end + step, limit))
+    try:
+        os.posix_fallocate(fd, reserved_end, new_end - reserved_end)
+    except OSError as exc:
+        if exc.errno in _RESERVE_UNSUPPORTED:
+            return -1
+        raise
+    return new_end
 
 
 def observe_fsync(observer: FsyncObserver) -> None:

@@ -13,7 +13,10 @@ thread keeps appending and flushing (group commit). This module imports ``thread
 closed while a worker fsyncs it (its close is deferred to the end of that fsync). An ``fsync``
 error propagates and is not retried (after a failed fsync Linux may drop the dirty pages: the
 caller must treat the store as lost, as PostgreSQL does). Every fsync goes through
-``engine/disk.py``, the node's one fsync, so the fsync ledger sees these files too.
+``engine/disk.py``, the node's one fsync, so the fsync ledger sees these files too. The active
+segment reserves space ahead of its appends (``disk.reserve``: an fsync then need not commit a new
+file size each time), cut off again when the segment is rotated or the store closed; after a
+crash, recovery drops the trailing zeros without a note (with ``meta_commits``).
 
 Removal and erase. Removal is a REMOVE or REMOVE_THROUGH record; ``erase=True`` also zeroes the
 message record in place after its header (``records.erase_patch``). An erased record fails its CRC
@@ -136,6 +139,9 @@ class _Segment:
     low_idx: int = 0  # every index below it is removed
     refs: set[int] = field(default_factory=set)  # older segments its removal records refer to
     damaged: bool = False  # a damaged header stopped its scan: never rewritten by compaction
+    # The file's end including space reserved ahead of appends (engine/disk.py ``reserve``);
+    # -1 when the filesystem cannot reserve.
+    reserved: int = 0
 
     def location(self, offset: int) -> str:
         return f"{self.name}@{offset}"
@@ -184,6 +190,7 @@ class FileStore:
         # fd -> fsync rank: the directory first, then segments oldest first, so that whatever
         # a crash interrupts, what reached the disk is a prefix of the records (see recovery).
         self._dirty_fds: dict[int, int] = {}
+        self._data_bytes: dict[int, int] = {}  # segment fd -> bytes of data written to it
         self._fsyncing_fds: dict[int, int] = {}  # fd -> number of fsync() calls using it
         self._close_deferred_fds: set[int] = set()
 
@@ -279,23 +286,30 @@ class FileStore:
             return
         seg = self._active
         assert seg is not None
-        size = len(self._buf)
+        end = seg.flushed_bytes + len(self._buf)
+        if end > seg.reserved >= 0:
+            seg.reserved = disk.reserve(seg.fd, seg.reserved, end, self._segment_bytes_max)
         _pwrite_all(seg.fd, self._buf, seg.flushed_bytes)
-        seg.flushed_bytes += size
+        seg.flushed_bytes = end
         assert seg.flushed_bytes == seg.size_bytes, (seg.flushed_bytes, seg.size_bytes)
         self._buf = bytearray()
+        self._mark_dirty(seg)
+
+    def _mark_dirty(self, seg: _Segment) -> None:
         with self._lock:
             self._dirty_fds[seg.fd] = seg.seg_id
+            self._data_bytes[seg.fd] = seg.flushed_bytes
 
     def fsync(self) -> None:
         with self._lock:
             fds = sorted(self._dirty_fds, key=self._dirty_fds.__getitem__)
             self._dirty_fds.clear()
+            data_bytes = [self._data_bytes.get(fd) for fd in fds]
             for fd in fds:
                 self._fsyncing_fds[fd] = self._fsyncing_fds.get(fd, 0) + 1
         try:
-            for fd in fds:
-                disk.fsync(fd)
+            for fd, size in zip(fds, data_bytes, strict=True):
+                disk.fsync(fd, size)
         finally:
             with self._lock:
                 for fd in fds:
@@ -322,6 +336,8 @@ class FileStore:
         if self._closed:
             return
         self.flush()  # no reclaiming: a close must not rewrite files (crash tests rely on it)
+        if self._active is not None:
+            self._release_reserved(self._active)
         self.fsync()
         self._closed = True
         self._cache.clear()
@@ -503,6 +519,7 @@ class FileStore:
             # Synced before anything reaches its successor: whatever order the OS writes pages
             # back in, a crash then leaves a prefix of the records (rare: once per segment).
             self.flush()
+            self._release_reserved(seg)
             self.fsync()
             self._active = None
             if seg.live == 0:
@@ -523,6 +540,14 @@ class FileStore:
             self._dirty_fds[self._dir_fd] = _DIR_FSYNC_RANK
         return seg
 
+    def _release_reserved(self, seg: _Segment) -> None:
+        """Cuts the reserved zeros off a segment that takes no more appends (rotated or closed);
+        the fsync that follows makes the cut durable."""
+        if seg.reserved > seg.flushed_bytes:
+            os.ftruncate(seg.fd, seg.flushed_bytes)
+            seg.reserved = seg.flushed_bytes
+            self._mark_dirty(seg)
+
     def _erase_in_place(self, seg: _Segment, offset: int, total_len: int) -> None:
         patch = records.erase_patch(total_len)
         offset += records.HEADER_BYTES
@@ -531,8 +556,7 @@ class FileStore:
             self._buf[start : start + len(patch)] = patch
             return
         os.pwrite(seg.fd, patch, offset)
-        with self._lock:
-            self._dirty_fds[seg.fd] = seg.seg_id
+        self._mark_dirty(seg)
 
     # ----------------------------------------------------------------- reclaiming space
 
@@ -658,11 +682,12 @@ class FileStore:
         new_fd = os.open(path, _OPEN_FLAGS)
         old_fd, seg.fd = seg.fd, new_fd
         self._close_fd(old_fd)
-        seg.size_bytes = seg.flushed_bytes = len(content)
+        seg.size_bytes = seg.flushed_bytes = seg.reserved = len(content)
 
     def _close_fd(self, fd: int) -> None:
         with self._lock:
             self._dirty_fds.pop(fd, None)
+            self._data_bytes.pop(fd, None)
             if self._fsyncing_fds.get(fd):
                 self._close_deferred_fds.add(fd)
                 return
@@ -729,10 +754,12 @@ class FileStore:
                     location = f"{name}@{stop.offset}"
                     record = CorruptRecord(seq=None, location=location, reason=stop.reason)
                     self._corrupt_unknown.append((record, seg_id))
-                self._notes.append(
-                    f"{name}@{commit_end}: {len(data) - commit_end} bytes after the last commit "
-                    "rolled back"
-                )
+                # Trailing zeros are space reserved ahead of appends (engine/disk.py), not data.
+                written = len(data[commit_end:].rstrip(b"\0"))
+                if written:
+                    self._notes.append(
+                        f"{name}@{commit_end}: {written} bytes after the last commit rolled back"
+                    )
                 fd = os.open(path, _OPEN_FLAGS)
                 try:
                     os.ftruncate(fd, commit_end)
@@ -758,7 +785,9 @@ class FileStore:
     ) -> None:
         fd = os.open(self._dir / name, _OPEN_FLAGS)
         size = os.fstat(fd).st_size
-        seg = _Segment(seg_id=seg_id, name=name, fd=fd, size_bytes=size, flushed_bytes=size)
+        seg = _Segment(
+            seg_id=seg_id, name=name, fd=fd, size_bytes=size, flushed_bytes=size, reserved=size
+        )
         self._segments[seg_id] = seg
         data = _pread_all(fd, size)
         appendable = is_last
@@ -791,7 +820,7 @@ class FileStore:
         )
         os.ftruncate(seg.fd, offset)
         disk.fsync(seg.fd)
-        seg.size_bytes = seg.flushed_bytes = offset
+        seg.size_bytes = seg.flushed_bytes = seg.reserved = offset
 
     def _recover_record(
         self,

@@ -29,7 +29,10 @@ is written lazily (``sync()`` and ``onOneSecondTimer``) and is clamped to ``sync
 entries beyond the last sync may come back different after a power loss (a truncation that was
 not synced can resurrect old entries), and pysyncobj applies everything up to the stored commit
 index on restart. ``deleteEntriesTo`` rewrites the remaining entries into a new file (fsync,
-rename, fsync directory), so after it every remaining entry is durable.
+rename, fsync directory), so after it every remaining entry is durable. ``add`` reserves space
+ahead of the log's end (``engine/disk.py`` ``reserve``: an fsync then need not commit a new file
+size each time); closing cuts it off, and recovery drops the zeros a crash left after the last
+record without a note.
 
 Threads. One owning thread (pysyncobj's) calls everything; ``sync()`` may also run in one worker
 thread at the same time (so the owner keeps appending while an fsync is under way). A lock guards
@@ -59,6 +62,7 @@ term/vote that is not yet durable, or persist a commit index beyond the durable 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -152,6 +156,9 @@ class DurableJournal:
             self._persisted = (*self._term_vote, self._commit_index)
             self._fd = self._open_log()
             self._end = self._recover_log()
+            # The file's end including space reserved ahead of appends (engine/disk.py
+            # ``reserve``); -1 once the filesystem refused to reserve.
+            self._reserved = self._end
             # What a crashed predecessor wrote may sit only in the page cache: make it (and any
             # rename it did) durable, so that synced_index may cover every recovered entry.
             disk.fsync(self._fd)
@@ -187,12 +194,15 @@ class DurableJournal:
         with self._lock:
             self._check_writable()
             offset = self._end
+            end = offset + len(record)
             try:
+                if end > self._reserved >= 0:
+                    self._reserved = disk.reserve(self._fd, self._reserved, end, _NO_LIMIT)
                 _pwrite_all(self._fd, record, offset)
             except OSError as exc:
                 self._undo_partial_write(offset, exc)
                 raise
-            self._end = offset + len(record)
+            self._end = end
             self._generation += 1
             self._entries.append((cmd, idx, term))
             self._offsets.append(offset)
@@ -216,6 +226,7 @@ class DurableJournal:
                 self._fail(f"ftruncate to {offset} failed: {exc}")
                 raise
             self._end = offset
+            self._reserved = min(self._reserved, offset)
             self._generation += 1
             del self._entries[entryFrom:]
             del self._offsets[entryFrom:]
@@ -243,7 +254,7 @@ class DurableJournal:
             raise
         with self._lock:
             old_fd, self._fd = self._fd, new_fd
-            self._end = len(content)
+            self._end = self._reserved = len(content)
             self._generation += 1
             self._synced_generation = self._generation
             self._entries = remaining
@@ -273,12 +284,16 @@ class DurableJournal:
         return entries[position] if 0 <= position < len(entries) else None
 
     def _destroy(self) -> None:
-        """Closes the files (idempotent). Does not sync: what was added is already with the OS."""
+        """Closes the files (idempotent). Does not sync: what was added is already with the OS.
+        The reserved space is cut off (a crash before that leaves zeros that recovery drops)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             fd = self._fd
+            if self._reserved > self._end and self._failed is None:
+                with contextlib.suppress(OSError):  # the zeros are harmless, only untidy
+                    os.ftruncate(fd, self._end)
         os.close(fd)
         with self._meta_lock:  # a worker's meta write finishes before the lock is released
             os.close(self._lock_fd)
@@ -332,10 +347,11 @@ class DurableJournal:
         with self._lock:
             self._check_writable()
             gen = self._generation
+            end = self._end
             fd = os.dup(self._fd) if gen != self._synced_generation else -1
         if fd >= 0:
             try:
-                disk.fsync(fd)
+                disk.fsync(fd, end)
             except OSError as exc:
                 self._fail(f"fsync failed: {exc}")
                 raise
@@ -399,6 +415,8 @@ class DurableJournal:
             os.ftruncate(self._fd, offset)
         except OSError as exc2:
             self._fail(f"write at {offset} failed ({exc}) and could not be undone ({exc2})")
+            return
+        self._reserved = min(self._reserved, offset)
 
     def _note(self, text: str) -> None:
         log.warning("raft journal %s: %s", self._dir, text)
@@ -503,12 +521,14 @@ class DurableJournal:
             self._gens.append(0)
             last_idx, last_term = idx, term
             offset = start + plen
-        if offset < size:
+        # Nothing but zeros after the last record: space reserved ahead of appends, not data.
+        if offset < size and data[offset:].rstrip(b"\0"):
             self._note(
                 f"{LOG_FILE_NAME}: {reason} at offset {offset}; cut {size - offset} bytes, "
                 f"kept {len(self._entries)} entries"
                 + (f" (last idx {last_idx})" if self._entries else "")
             )
+        if offset < size:
             os.ftruncate(self._fd, offset)
         return offset
 
@@ -560,6 +580,9 @@ class DurableJournal:
                 self._meta_path, json.dumps(body, sort_keys=True).encode() + b"\n"
             )
             self._persisted = values
+
+
+_NO_LIMIT: Final = 1 << 62  # the log has no size it is expected to stop at: reserve in steps
 
 
 def _is_u64(value: object) -> TypeGuard[int]:

@@ -42,10 +42,10 @@ async def test_a_replica_whose_journal_fsync_fails_stops_and_the_stream_moves_on
             journal_dir = str(group.journal.path)
             real_fsync = disk.fsync
 
-            def fsync(fd: int) -> None:
+            def fsync(fd: int, data_bytes: int | None = None) -> None:
                 if os.readlink(f"/proc/self/fd/{fd}").startswith(journal_dir):
                     raise OSError(5, "Input/output error")
-                real_fsync(fd)
+                real_fsync(fd, data_bytes)
 
             monkeypatch.setattr(disk, "fsync", fsync)
             deadline = asyncio.get_running_loop().time() + FAILOVER_S

@@ -202,10 +202,10 @@ async def test_a_group_whose_journal_sync_fails_stops_and_sends_nothing(
     real_fsync = disk.fsync
     bad_dir = str(bad.journal.path)
 
-    def fsync(fd: int) -> None:
+    def fsync(fd: int, data_bytes: int | None = None) -> None:
         if os.readlink(f"/proc/self/fd/{fd}").startswith(bad_dir):
             raise OSError(5, "Input/output error")
-        real_fsync(fd)
+        real_fsync(fd, data_bytes)
 
     monkeypatch.setattr(disk, "fsync", fsync)
     ticked: list[str] = []

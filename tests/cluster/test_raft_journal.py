@@ -38,6 +38,8 @@ from cluster.raft.journal import (
     JournalFailedError,
     JournalLockedError,
 )
+from engine import disk
+from tests.disk_faults import FALLOCATE_NO_SPACE, FALLOCATE_UNSUPPORTED, refuse_fallocate
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CHILD_TIMEOUT_S = 30.0
@@ -97,6 +99,15 @@ def opened(jdir: Path) -> Iterator[Callable[[], DurableJournal]]:
         journal._destroy()
 
 
+def _log_data(journal: DurableJournal) -> bytes:
+    """The log file's bytes up to the journal's end, after checking that everything beyond it
+    is space reserved ahead of appends (zeros)."""
+    raw = (journal.path / LOG_FILE_NAME).read_bytes()
+    assert len(raw) >= journal.size_bytes
+    assert not raw[journal.size_bytes :].strip(b"\0")
+    return raw[: journal.size_bytes]
+
+
 def _reopen(journal: DurableJournal, opened: Callable[[], DurableJournal]) -> DurableJournal:
     journal._destroy()
     return opened()
@@ -134,9 +145,11 @@ def test_round_trip_and_reopen(jdir: Path, opened: Callable[[], DurableJournal])
     assert journal[1:3] == entries[1:3]
     assert journal[2:] == entries[2:]
     assert journal[10:12] == []
-    assert journal.size_bytes == (jdir / LOG_FILE_NAME).stat().st_size
+    _log_data(journal)
     assert journal.size_bytes == HEADER_BYTES + sum(RECORD_OVERHEAD + len(e[0]) for e in entries)
-    journal = _reopen(journal, opened)
+    journal._destroy()
+    assert (jdir / LOG_FILE_NAME).stat().st_size == journal.size_bytes  # the reserve is cut
+    journal = opened()
     assert journal[:] == entries
     assert all(type(e[0]) is bytes for e in journal[:])
     assert journal.recovery_notes() == []
@@ -150,7 +163,7 @@ def test_record_layout_is_the_documented_one(
 ) -> None:
     journal = opened()
     journal.add(b"hello", 7, 3)
-    raw = (jdir / LOG_FILE_NAME).read_bytes()
+    raw = _log_data(journal)
     assert raw[:HEADER_BYTES] == struct.pack("<8sII", b"JRRAFTLG", 1, 0)
     plen, crc = struct.unpack_from("<II", raw, HEADER_BYTES)
     payload = raw[HEADER_BYTES + 8 :]
@@ -772,7 +785,7 @@ class JournalMachine(RuleBasedStateMachine):
             assert journal[-1] == self.model[-1]
             assert journal[1:3] == self.model[1:3]
         assert journal.synced_index == self.synced_idx
-        assert journal.size_bytes == (self.dir / LOG_FILE_NAME).stat().st_size
+        _log_data(journal)
         assert journal.size_bytes == HEADER_BYTES + sum(
             RECORD_OVERHEAD + len(c) for c, _, _ in self.model
         )
@@ -814,3 +827,103 @@ def test_lost_synced_entries_is_flagged_only_when_recovery_can_prove_it(
     journal = rewrite(cut_in_last)
     assert not journal.lost_synced_entries and journal[:] == entries[:5]
     journal._destroy()
+
+
+# ---------------------------------------------------------------------- reserved space
+
+
+def test_the_zeros_a_crash_leaves_after_the_log_are_dropped_without_a_note(
+    tmp_path: Path, jdir: Path, opened: Callable[[], DurableJournal]
+) -> None:
+    journal = opened()
+    entries = _entries(5)
+    _fill(journal, entries)
+    journal.sync()
+    crashed = tmp_path / "crashed"
+    shutil.copytree(jdir, crashed)  # the files as a process kill leaves them
+    log_data = _log_data(journal)
+    assert (crashed / LOG_FILE_NAME).stat().st_size > len(log_data)
+    recovered = DurableJournal(crashed)
+    try:
+        assert recovered[:] == entries
+        assert recovered.recovery_notes() == [] and not recovered.lost_synced_entries
+        assert (crashed / LOG_FILE_NAME).read_bytes() == log_data
+        recovered.add(b"next", 6, 1)  # appends go on where the log ended
+    finally:
+        recovered._destroy()
+    again = DurableJournal(crashed)
+    try:
+        assert again[:] == [*entries, (b"next", 6, 1)]
+    finally:
+        again._destroy()
+
+
+def test_a_torn_record_before_the_zeros_is_still_noted(
+    tmp_path: Path, jdir: Path, opened: Callable[[], DurableJournal]
+) -> None:
+    journal = opened()
+    _fill(journal, _entries(3))
+    journal.sync()
+    crashed = tmp_path / "crashed"
+    shutil.copytree(jdir, crashed)
+    end = journal.size_bytes
+    with open(crashed / LOG_FILE_NAME, "r+b") as f:  # half a record, zeros after it
+        f.seek(end)
+        f.write(struct.pack("<II", 40, 0) + b"\x07" * 10)
+    recovered = DurableJournal(crashed)
+    try:
+        assert recovered[:] == _entries(3)
+        (note,) = recovered.recovery_notes()
+        assert f"at offset {end}" in note
+        assert (crashed / LOG_FILE_NAME).stat().st_size == end
+    finally:
+        recovered._destroy()
+
+
+def test_a_sync_reports_the_log_it_covers_not_the_reserved_size(
+    opened: Callable[[], DurableJournal],
+) -> None:
+    journal = opened()
+    seen: list[tuple[str, int]] = []
+
+    def observe(fd: int, size: int) -> None:
+        seen.append((os.path.basename(os.readlink(f"/proc/self/fd/{fd}")), size))
+
+    _fill(journal, _entries(3))
+    disk.observe_fsync(observe)
+    try:
+        journal.sync(commit_index=False)
+    finally:
+        disk.stop_observing_fsync(observe)
+    assert seen == [(LOG_FILE_NAME, journal.size_bytes)]
+    assert (journal.path / LOG_FILE_NAME).stat().st_size > journal.size_bytes
+
+
+def test_a_filesystem_that_cannot_reserve_gets_plain_appends(
+    monkeypatch: pytest.MonkeyPatch, opened: Callable[[], DurableJournal]
+) -> None:
+    calls = refuse_fallocate(monkeypatch, FALLOCATE_UNSUPPORTED)
+    journal = opened()
+    _fill(journal, _entries(4))
+    assert len(calls) == 1  # not asked again
+    assert (journal.path / LOG_FILE_NAME).stat().st_size == journal.size_bytes
+    assert _log_data(journal)
+
+
+def test_a_full_disk_while_reserving_fails_the_add_and_keeps_the_log(
+    monkeypatch: pytest.MonkeyPatch, opened: Callable[[], DurableJournal]
+) -> None:
+    journal = opened()
+    _fill(journal, _entries(2))
+    end = journal.size_bytes
+    reserved = (journal.path / LOG_FILE_NAME).stat().st_size
+
+    refuse_fallocate(monkeypatch, FALLOCATE_NO_SPACE)
+    big = b"x" * (reserved - end + 1)  # beyond what is reserved: must reserve more
+    with pytest.raises(OSError) as caught:
+        journal.add(big, 3, 1)
+    assert caught.value.errno == FALLOCATE_NO_SPACE
+    assert journal[:] == _entries(2) and journal.size_bytes == end
+    monkeypatch.undo()
+    journal.add(b"small", 3, 1)
+    assert journal[:] == [*_entries(2), (b"small", 3, 1)]

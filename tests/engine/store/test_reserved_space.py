@@ -1,0 +1,191 @@
+"""Space reserved ahead of appends (engine/disk.py ``reserve``) in the file store: the zeros it
+leaves are never data, an fsync reports the data it covers, and a crash's zeros recover quietly."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine import disk, records
+from engine.filestore import SEGMENT_BYTES_MIN, FileStore
+from tests.disk_faults import FALLOCATE_NO_SPACE, FALLOCATE_UNSUPPORTED, refuse_fallocate
+from tests.engine.store.filestore_test_records import msg
+
+
+def segment_files(directory: Path) -> list[Path]:
+    return sorted(directory.glob("seg-*.blk"))
+
+
+def data_end(path: Path) -> int:
+    """Where a segment's records end (what follows, if anything, must be zeros)."""
+    raw = path.read_bytes()
+    end = 0
+    for item in records.walk(raw):
+        if isinstance(item, records.WalkStop):
+            assert raw[item.offset :] == bytes(len(raw) - item.offset), item
+            break
+        end = item.offset + item.total_len
+    return end
+
+
+def test_reserve_steps_double_within_their_bounds_and_stop_at_the_limit(tmp_path: Path) -> None:
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        first = disk.reserve(fd, 0, 100, 1 << 40)
+        assert first == 100 + disk.RESERVE_STEP_BYTES_MIN
+        assert os.fstat(fd).st_size == first
+        assert disk.reserve(fd, first, first, 1 << 40) == first  # covered: nothing to do
+        second = disk.reserve(fd, first, first + 1, 1 << 40)
+        assert second == first + 1 + first  # the step is the reservation so far
+        big = disk.reserve(fd, second, 10 * disk.RESERVE_STEP_BYTES_MAX, 1 << 40)
+        assert big == 10 * disk.RESERVE_STEP_BYTES_MAX + second
+        bigger = disk.reserve(fd, big, big + 1, 1 << 40)
+        assert bigger == big + 1 + disk.RESERVE_STEP_BYTES_MAX  # steps stop growing there
+        big = bigger
+        capped = disk.reserve(fd, big, big + 10, big + 20)
+        assert capped == big + 20  # not beyond the limit ...
+        assert disk.reserve(fd, capped, capped + 50, capped) == capped + 50  # ... unless needed
+        assert os.fstat(fd).st_size == capped + 50
+        assert os.pread(fd, capped + 50, 0) == bytes(capped + 50)
+    finally:
+        os.close(fd)
+
+
+def test_an_open_store_reserves_ahead_and_a_close_cuts_the_zeros_off(tmp_path: Path) -> None:
+    store = FileStore(tmp_path, meta_commits=True)
+    for seq in range(1, 6):
+        store.append(msg(seq))
+    store.set_meta(b"applied=5")
+    store.sync()
+    (segment,) = segment_files(tmp_path)
+    written = data_end(segment)
+    assert segment.stat().st_size >= written + disk.RESERVE_STEP_BYTES_MIN
+    store.close()
+    assert segment.stat().st_size == written
+    reopened = FileStore(tmp_path, meta_commits=True)
+    assert [m.seq for m in reopened.scan()] == [1, 2, 3, 4, 5]
+    assert reopened.recovery_notes() == []
+    reopened.close()
+
+
+def test_the_zeros_a_crash_leaves_are_dropped_without_a_note(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    store = FileStore(live, meta_commits=True)
+    for seq in range(1, 4):
+        store.append(msg(seq))
+    store.set_meta(b"applied=3")
+    store.sync()
+    crashed = tmp_path / "crashed"
+    shutil.copytree(live, crashed)  # the files as a process kill leaves them
+    store.close()
+    (segment,) = segment_files(crashed)
+    written = data_end(segment)
+    assert segment.stat().st_size > written
+    reopened = FileStore(crashed, meta_commits=True)
+    assert [m.seq for m in reopened.scan()] == [1, 2, 3]
+    assert reopened.get_meta() == b"applied=3"
+    assert reopened.recovery_notes() == [] and reopened.corrupt_records() == []
+    assert segment.stat().st_size == written
+    reopened.append(msg(4))  # appends go on where the data ended
+    reopened.set_meta(b"applied=4")
+    reopened.close()
+    again = FileStore(crashed, meta_commits=True)
+    assert [m.seq for m in again.scan()] == [1, 2, 3, 4]
+    again.close()
+
+
+def test_an_uncommitted_tail_before_the_zeros_is_still_rolled_back(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    store = FileStore(live, meta_commits=True)
+    store.append(msg(1))
+    store.set_meta(b"applied=1")
+    store.sync()
+    store.append(msg(2))  # flushed, never committed
+    store.flush()
+    crashed = tmp_path / "crashed"
+    shutil.copytree(live, crashed)
+    store.close()
+    reopened = FileStore(crashed, meta_commits=True)
+    assert [m.seq for m in reopened.scan()] == [1]
+    notes = reopened.recovery_notes()
+    assert len(notes) == 1 and "after the last commit rolled back" in notes[0]
+    reopened.close()
+
+
+def test_a_rotated_segment_keeps_no_zeros(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    store = FileStore(live, segment_bytes_max=SEGMENT_BYTES_MIN, meta_commits=True)
+    seq = 0
+    while len(segment_files(live)) < 3:
+        seq += 1
+        store.append(msg(seq))
+        store.set_meta(f"applied={seq}".encode())
+        store.sync()
+    crashed = tmp_path / "crashed"
+    shutil.copytree(live, crashed)
+    store.close()
+    *rotated, _active = segment_files(crashed)
+    for segment in rotated:
+        assert segment.stat().st_size == data_end(segment) >= SEGMENT_BYTES_MIN
+    reopened = FileStore(crashed, segment_bytes_max=SEGMENT_BYTES_MIN, meta_commits=True)
+    assert [m.seq for m in reopened.scan()] == list(range(1, seq + 1))
+    assert reopened.recovery_notes() == [] and reopened.corrupt_records() == []
+    reopened.close()
+
+
+def test_an_fsync_reports_the_data_it_covers_not_the_reserved_size(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    seen: dict[int, int] = {}
+
+    def observe(fd: int, size: int) -> None:
+        if os.path.basename(os.readlink(f"/proc/self/fd/{fd}")).startswith("seg-"):
+            seen[os.fstat(fd).st_ino] = size
+
+    disk.observe_fsync(observe)
+    try:
+        for seq in range(1, 4):
+            store.append(msg(seq))
+        store.sync()
+    finally:
+        disk.stop_observing_fsync(observe)
+    (segment,) = segment_files(tmp_path)
+    assert seen == {segment.stat().st_ino: data_end(segment)}
+    assert segment.stat().st_size > data_end(segment)
+    store.close()
+
+
+def test_a_filesystem_that_cannot_reserve_gets_plain_appends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = refuse_fallocate(monkeypatch, FALLOCATE_UNSUPPORTED)
+    store = FileStore(tmp_path)
+    for seq in range(1, 4):
+        store.append(msg(seq))
+        store.sync()
+    (segment,) = segment_files(tmp_path)
+    assert segment.stat().st_size == data_end(segment)
+    assert len(calls) == 1  # not asked again for that segment
+    store.close()
+    reopened = FileStore(tmp_path)
+    assert [m.seq for m in reopened.scan()] == [1, 2, 3]
+    reopened.close()
+
+
+def test_a_full_disk_while_reserving_fails_the_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = FileStore(tmp_path)
+    store.append(msg(1))
+    refuse_fallocate(monkeypatch, FALLOCATE_NO_SPACE)
+    with pytest.raises(OSError) as caught:
+        store.flush()
+    assert caught.value.errno == FALLOCATE_NO_SPACE
+    assert [p.stat().st_size for p in segment_files(tmp_path)] == [0]  # nothing half-written
+    monkeypatch.undo()
+    store.close()
+    reopened = FileStore(tmp_path)
+    assert [m.seq for m in reopened.scan()] == [1]
+    reopened.close()
