@@ -174,20 +174,26 @@ def read_sync_ledger(path: Path) -> dict[int, int]:
     return sizes
 
 
+def data_bytes(path: Path) -> int:
+    """The size of ``path`` without its trailing zeros: the space a killed node left reserved
+    ahead of its appends (engine/disk.py) holds no data, so damage there would hit nothing."""
+    return len(path.read_bytes().rstrip(b"\0"))
+
+
 def data_files(store_dir: Path) -> list[Path]:
-    """The files corruption may hit: message segments and Raft journals, non-empty, sorted."""
+    """The files corruption may hit: message segments and Raft journals with data, sorted."""
     found: set[Path] = set()
     for pattern in DATA_FILE_GLOBS:
-        found.update(p for p in store_dir.glob(pattern) if p.is_file() and p.stat().st_size > 0)
+        found.update(p for p in store_dir.glob(pattern) if p.is_file() and data_bytes(p) > 0)
     return sorted(found)
 
 
 def corrupt_file(path: Path, rng: random.Random, mode: str | None = None) -> dict[str, Any]:
-    """Flip 1..CORRUPT_MAX_BIT_FLIPS random bits of ``path``, or truncate it at a random offset
-    below its size; returns exactly what was done."""
-    size = path.stat().st_size
+    """Flip 1..CORRUPT_MAX_BIT_FLIPS random bits of ``path``'s data, or truncate it at a random
+    offset within its data; returns exactly what was done."""
+    size = data_bytes(path)
     if size == 0:
-        raise ValueError(f"{path} is empty")
+        raise ValueError(f"{path} holds no data")
     chosen = mode if mode is not None else rng.choice(CORRUPT_MODES)
     if chosen == "truncate":
         new_size = rng.randrange(size)

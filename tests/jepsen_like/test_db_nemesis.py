@@ -254,6 +254,28 @@ def test_corrupt_file_records_exactly_what_it_changed(tmp_path: Path, mode: str)
     assert corrupt_file(copy, random.Random(9), mode) == change
 
 
+@pytest.mark.parametrize("mode", ["bitflip", "truncate"])
+def test_corrupt_file_damages_data_not_the_reserved_zeros_after_it(
+    tmp_path: Path, mode: str
+) -> None:
+    data = b"\x01" * 100
+    path = _write(tmp_path / "seg.blk", data + bytes(1 << 16))
+    for seed in range(20):
+        copy = _write(tmp_path / f"copy-{seed}.blk", path.read_bytes())
+        change = corrupt_file(copy, random.Random(seed), mode)
+        assert change["size_before"] == len(data)
+        if mode == "truncate":
+            assert change["size_after"] < len(data)
+        else:
+            assert all(flip["offset"] < len(data) for flip in change["flips"])
+    store = tmp_path / "store"
+    empty = _write(store / "jetstream/streams/S/msgs/seg-00000009.blk", bytes(4096))
+    with_data = _write(store / "jetstream/streams/S/msgs/seg-00000008.blk", data + bytes(9))
+    assert data_files(store) == [with_data]
+    with pytest.raises(ValueError):
+        corrupt_file(empty, random.Random(1), mode)
+
+
 async def test_corrupt_nemesis_hits_a_minority_once_each(
     idle_db: ClusterDB, monkeypatch: pytest.MonkeyPatch
 ) -> None:
