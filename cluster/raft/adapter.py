@@ -31,6 +31,7 @@ let a pysyncobj name or ``Node`` out of this module.
 from __future__ import annotations
 
 import logging
+import os
 import queue as stdlib_queue
 from collections import deque
 from collections.abc import Callable
@@ -182,6 +183,16 @@ def _term_at(journal: DurableJournal, index: int) -> int | None:
     return None if entry is None else entry[2]
 
 
+class _NoWakeups:
+    """Stands in for pysyncobj's pipe notifier and poller (see ``SyncObjCore._drop_wakeups``)."""
+
+    def notify(self) -> None:
+        pass
+
+    def poll(self, timeout: float) -> None:
+        pass
+
+
 class SyncObjCore(SyncObj):  # type: ignore[misc]  # pysyncobj is untyped
     """One Raft group's pysyncobj state machine, driven from outside (``tick``, ``receive``).
 
@@ -238,6 +249,23 @@ class SyncObjCore(SyncObj):  # type: ignore[misc]  # pysyncobj is untyped
         others = [self._nodes[p] for p in peer_ids if p != self_id]
         super().__init__(self._nodes[self_id], others, conf=conf, transport=self._transport)
         self._adopt_journal()
+        self._drop_wakeups()
+
+    def _drop_wakeups(self) -> None:
+        """pysyncobj wakes its own thread through a pipe, watched by a poller that every tick
+        polls with a ``select``; jetraft runs no pysyncobj thread (the driver ticks a group as
+        soon as a proposal or a message for it arrives), so the pipe only cost a write and a read
+        per proposal, a ``select`` per tick and two fds per group."""
+        untyped: Any = self  # pysyncobj's attributes have no types
+        notifier = getattr(self, "_SyncObj__pipeNotifier", None)
+        if notifier is not None:
+            for name in ("_PipeNotifier__pipeR", "_PipeNotifier__pipeW"):
+                fd = getattr(notifier, name, None)
+                if isinstance(fd, int):
+                    untyped._poller.unsubscribe(fd)
+                    os.close(fd)
+            untyped._SyncObj__pipeNotifier = _NoWakeups()
+        untyped._poller = _NoWakeups()
 
     def _adopt_journal(self) -> None:
         """Replace pysyncobj's in-memory journal by the durable one and reload Raft's persistent

@@ -343,3 +343,32 @@ def test_a_node_whose_journal_lost_synced_entries_does_not_vote_until_caught_up(
     group.receive("n3", vote3)
     assert [m for _p, _g, m in routes.sent if m.get("type") == "response_vote"]
     group.close()
+
+
+def _pipes() -> set[str]:
+    """The pipes this process has open (/proc/self/fd links such as ``pipe:[123]``)."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # the listing's own fd, closed meanwhile
+        if target.startswith("pipe:"):
+            found.add(target)
+    return found
+
+
+def test_a_group_opens_no_wakeup_pipe_and_still_answers_appends(tmp_path: Path) -> None:
+    """pysyncobj wakes its own thread through a pipe; the driver ticks groups itself, so a
+    group keeps no pipe (two fds, a write per proposal and a select per tick)."""
+    before = _pipes()
+    routes = _Routes()
+    group = _follower_with_unsynced_append(tmp_path, "p", routes)
+    try:
+        assert _pipes() == before
+        group.sync_journal()
+        group.release_synced()
+        group.tick()
+        assert [m["next_node_idx"] for _p, _g, m in routes.sent] == [4]
+    finally:
+        group.close()
