@@ -60,6 +60,7 @@ from protocol.route_frames import (
     FRAME_BYTES_MAX,
     HELLO_BYTES_MAX,
     ROUTE_PROTOCOL_VERSION,
+    FrameEncoder,
     FrameError,
     FrameKind,
     FrameReader,
@@ -194,6 +195,7 @@ class _Link(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         # an accepted connection is read a HELLO at a time until it authenticated
         self.reader = FrameReader(FRAME_BYTES_MAX if dialed else HELLO_BYTES_MAX)
+        self._encoder = FrameEncoder()
         self._handshake_timer: asyncio.TimerHandle | None = None
         self._address_text = url
         self._lost = False
@@ -235,7 +237,7 @@ class _Link(asyncio.Protocol):
         return f"from {self.peer or self._address_text}"
 
     def send(self, kind: FrameKind, body: Any) -> bool:
-        frame = encode_frame(kind, body)
+        frame = self._encoder.encode(kind, body)
         if kind not in _MESSAGE_FRAMES:
             return self.write(frame, now=True)  # the handshake and interest: rare, not held
         if not self.write(frame):

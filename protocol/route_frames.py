@@ -58,7 +58,22 @@ class FrameError(ValueError):
 
 
 def encode_frame(kind: FrameKind, body: Any) -> bytes:
-    data: bytes = msgpack.packb(body, use_bin_type=True)
+    return _framed(kind, msgpack.packb(body, use_bin_type=True))
+
+
+class FrameEncoder:
+    """``encode_frame`` with one msgpack packer kept for every frame: building a packer costs
+    about as much as packing a Raft message (0.3 us of 0.4-0.65). One per connection, used by
+    one thread (the packer's buffer is its state)."""
+
+    def __init__(self) -> None:
+        self._packer = msgpack.Packer(use_bin_type=True)
+
+    def encode(self, kind: FrameKind, body: Any) -> bytes:
+        return _framed(kind, self._packer.pack(body))
+
+
+def _framed(kind: FrameKind, data: bytes) -> bytes:
     if len(data) > FRAME_BYTES_MAX:
         raise FrameError(f"frame of {len(data)} bytes exceeds {FRAME_BYTES_MAX}")
     return FRAME_HEADER.pack(len(data), kind) + data

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from protocol.route_frames import (
     FRAME_HEADER,
+    FrameEncoder,
     FrameError,
     FrameKind,
     FrameReader,
@@ -39,6 +40,25 @@ def test_frames_round_trip_whatever_the_split(
         pos += cut
     got += reader.feed(data[pos:])
     assert got == frames
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(list(FrameKind)), _bodies | st.just(object())), max_size=8)
+)
+def test_a_kept_encoder_frames_exactly_as_encode_frame(
+    frames: list[tuple[FrameKind, object]],
+) -> None:
+    """One packer for every frame of a connection, including after a body it refused."""
+    encoder = FrameEncoder()
+    for kind, body in frames:
+        try:
+            expected = encode_frame(kind, body)
+        except TypeError:
+            with pytest.raises(TypeError):
+                encoder.encode(kind, body)
+            continue
+        assert encoder.encode(kind, body) == expected
 
 
 def test_a_raft_message_with_entries_survives_as_lists() -> None:
