@@ -47,6 +47,21 @@ def _note(fd: int, size: int) -> None:
         os.write(_ledger_fd, f"{st.st_ino}\t{durable}\t{path}\n".encode())
 
 
+def _reset(fd: int, data_bytes: int) -> None:
+    """The resize observer: a file created or truncated by a writer that reserves space (whose
+    size cannot show it) durably holds at most ``data_bytes`` from now on."""
+    assert _ledger_fd is not None
+    try:
+        st = os.fstat(fd)
+        path = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return
+    with _recorded_lock:
+        durable = min(_recorded.get(st.st_ino, data_bytes), data_bytes)
+        _recorded[st.st_ino] = durable
+        os.write(_ledger_fd, f"{st.st_ino}\t{durable}\t{path}\n".encode())
+
+
 def install_from_env() -> bool:
     """Open the ledger named by the environment, if any, and observe every fsync of the node."""
     global _ledger_fd
@@ -55,4 +70,5 @@ def install_from_env() -> bool:
         return _ledger_fd is not None
     _ledger_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     disk.observe_fsync(_note)
+    disk.observe_resize(_reset)
     return True

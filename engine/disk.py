@@ -17,7 +17,7 @@ propagates before any observer runs: a file is never reported durable when its f
 Reserved space. The file store's segments and the Raft journal append, and an fsync after an
 append that grew the file must also commit the new size to the filesystem's journal: on this
 machine's ext4, 150-160 us for a small append against 90-100 us when the bytes land in space
-reserved earlier (``posix_fallocate``), which is most of a lone publisher's wait. So they reserve
+reserved earlier (``fallocate``), which is most of a lone publisher's wait. So they reserve
 ahead of their appends in steps (``reserve``) and cut the unused zeros off again when a file is
 closed or rotated. After a crash the zeros remain; their recovery treats trailing zeros as never
 written.
@@ -28,23 +28,52 @@ observer is registered.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 from collections.abc import Callable
-from typing import Final
+from typing import Final, cast
 
 FsyncObserver = Callable[[int, int], None]  # (fd, its size when the fsync began)
 
 # Empty in normal operation. Registered at start-up (or around a test), then only read, also
 # from worker threads: a list is safe to iterate while nobody changes it.
 _observers: list[FsyncObserver] = []
+_resize_observers: list[FsyncObserver] = []
 
 
 # A file's reservation grows by its own size (so a small file reserves little), within these.
 RESERVE_STEP_BYTES_MIN: Final = 64 * 1024
 RESERVE_STEP_BYTES_MAX: Final = 4 * 1024 * 1024
-# posix_fallocate failures meaning "this filesystem cannot": writers then append as before.
+# fallocate failures meaning "this filesystem cannot": writers then append as before.
 _RESERVE_UNSUPPORTED: Final = frozenset((errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL))
+# ... and "not that much room": what the failed call allocated is given back, the writer stops
+# reserving for that file and its plain writes meet the full disk as they did before.
+_RESERVE_NO_ROOM: Final = frozenset((errno.ENOSPC, errno.EDQUOT, errno.EFBIG))
+
+
+def _libc_fallocate() -> Callable[[int, int, int, int], int] | None:
+    """fallocate(2) itself. Not ``os.posix_fallocate``: where a filesystem cannot reserve, glibc
+    emulates it by writing a byte into every block, slower than not reserving at all."""
+    try:
+        function = ctypes.CDLL(None, use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+    function.restype = ctypes.c_int
+    return cast(Callable[[int, int, int, int], int], function)
+
+
+_LIBC_FALLOCATE = _libc_fallocate()
+
+
+def _fallocate(fd: int, offset: int, length: int) -> None:
+    """Allocate ``length`` bytes at ``offset`` (mode 0: the file grows to cover them)."""
+    if _LIBC_FALLOCATE is None:
+        raise OSError(errno.EOPNOTSUPP, "fallocate is not available")
+    if _LIBC_FALLOCATE(fd, 0, offset, length) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
 
 
 def fsync(fd: int, data_bytes: int | None = None) -> None:
@@ -65,18 +94,41 @@ def reserve(fd: int, reserved_end: int, needed_end: int, limit: int) -> int:
     ``reserved_end`` must be data or reserved already). The step doubles the
     reservation up to ``RESERVE_STEP_BYTES_MAX`` and stops at ``limit`` (what the file is expected
     to grow to) unless ``needed_end`` is beyond it. Returns -1 when the filesystem cannot reserve
-    (the caller stops trying for that file); other errors (ENOSPC, EIO) propagate."""
+    or too full to reserve (what the failed call allocated is cut off again): the caller stops
+    trying for that file. Other errors (EIO) propagate."""
     if needed_end <= reserved_end:
         return reserved_end
     step = min(RESERVE_STEP_BYTES_MAX, max(RESERVE_STEP_BYTES_MIN, reserved_end))
     new_end = max(needed_end, min(needed_end + step, limit))
     try:
-        os.posix_fallocate(fd, reserved_end, new_end - reserved_end)
+        _fallocate(fd, reserved_end, new_end - reserved_end)
     except OSError as exc:
         if exc.errno in _RESERVE_UNSUPPORTED:
             return -1
+        if exc.errno in _RESERVE_NO_ROOM:
+            os.ftruncate(fd, reserved_end)  # ext4 keeps what a failed call did allocate
+            return -1
         raise
     return new_end
+
+
+def resized(fd: int, data_bytes: int) -> None:
+    """Tell the resize observers that ``fd``'s data now ends at ``data_bytes``: a file created
+    (0) or truncated. A file with reserved space cannot show that by its size, and an fsync
+    observer that keeps the largest size it saw per inode must not carry it over to a truncated
+    file or to a new file that reuses a deleted one's inode."""
+    for observer in _resize_observers:
+        observer(fd, data_bytes)
+
+
+def observe_resize(observer: FsyncObserver) -> None:
+    """Call ``observer(fd, data_bytes)`` after a writer created or truncated a file it reserves
+    space in (see ``resized``)."""
+    _resize_observers.append(observer)
+
+
+def stop_observing_resize(observer: FsyncObserver) -> None:
+    _resize_observers.remove(observer)
 
 
 def observe_fsync(observer: FsyncObserver) -> None:

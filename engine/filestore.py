@@ -520,6 +520,9 @@ class FileStore:
             # back in, a crash then leaves a prefix of the records (rare: once per segment).
             self.flush()
             self._release_reserved(seg)
+            # fsynced here even when a worker's fsync already took it (everything flushed
+            # before): that one may still be running, and the successor must not overtake it
+            self._mark_dirty(seg)
             self.fsync()
             self._active = None
             if seg.live == 0:
@@ -533,6 +536,7 @@ class FileStore:
         self._next_seg_id += 1
         name = SEGMENT_NAME_FORMAT.format(seg_id)
         fd = os.open(self._dir / name, _OPEN_FLAGS | os.O_CREAT | os.O_EXCL, _FILE_MODE)
+        disk.resized(fd, 0)
         seg = _Segment(seg_id=seg_id, name=name, fd=fd, size_bytes=0, flushed_bytes=0)
         self._segments[seg_id] = seg
         self._active = seg
@@ -763,6 +767,7 @@ class FileStore:
                 fd = os.open(path, _OPEN_FLAGS)
                 try:
                     os.ftruncate(fd, commit_end)
+                    disk.resized(fd, commit_end)
                     disk.fsync(fd)
                 finally:
                     os.close(fd)
@@ -795,8 +800,7 @@ class FileStore:
             if isinstance(item, WalkStop):
                 appendable = self._recover_stop(seg, item, is_last=is_last)
                 break
-            ends_file = item.offset + item.total_len == size
-            if not item.crc_ok and not item.erased and is_last and ends_file:
+            if not item.crc_ok and not item.erased and is_last and _ends_data(data, item):
                 self._truncate(seg, item.offset, f"final record (seq {item.seq}) failed its CRC")
                 break
             self._recover_record(seg, data, item, pending)
@@ -819,6 +823,7 @@ class FileStore:
             f"{seg.location(offset)}: {reason}; truncated {seg.size_bytes - offset} torn bytes"
         )
         os.ftruncate(seg.fd, offset)
+        disk.resized(seg.fd, offset)
         disk.fsync(seg.fd)
         seg.size_bytes = seg.flushed_bytes = seg.reserved = offset
 
@@ -875,6 +880,12 @@ def _pwrite_all(fd: int, data: bytearray, offset: int) -> None:
     with memoryview(data) as view:
         while written < len(data):
             written += os.pwrite(fd, view[written:], offset + written)
+
+
+def _ends_data(data: bytes, item: WalkedRecord) -> bool:
+    """Whether nothing but zeros (space reserved ahead of appends) follows ``item``."""
+    end = item.offset + item.total_len
+    return end == len(data) or data[end:] == bytes(len(data) - end)
 
 
 def _pread_all(fd: int, size: int) -> bytes:

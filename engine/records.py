@@ -242,8 +242,9 @@ class WalkStop:
     """Why ``walk`` stopped before the end of the bytes.
 
     ``torn`` is True when what follows ``offset`` looks like an interrupted write (too short for a
-    header, a record running past the end, or nothing but zero fill); False when a header is
-    damaged with more data after it (the length is unknowable, the rest cannot be parsed)."""
+    header, a record running past the end, nothing but zero fill, or a damaged header with
+    nothing but zeros after it); False when a header is damaged with more data after it (the
+    length is unknowable, the rest cannot be parsed)."""
 
     offset: int
     torn: bool
@@ -276,6 +277,10 @@ def walk(buf: bytes) -> Iterator[WalkedRecord | WalkStop]:
             if head is None:
                 if view[offset:] == bytes(remaining):
                     yield WalkStop(offset, True, f"{remaining} bytes of zero fill")
+                elif view[offset + HEADER_BYTES :] == bytes(remaining - HEADER_BYTES):
+                    # nothing but zeros after it: a header cut short by a crash, where the file
+                    # went on with space reserved ahead of the appends (engine/disk.py)
+                    yield WalkStop(offset, True, "record header cut short before zero fill")
                 else:
                     yield WalkStop(offset, False, "damaged record header")
                 return

@@ -227,6 +227,7 @@ class DurableJournal:
                 raise
             self._end = offset
             self._reserved = min(self._reserved, offset)
+            disk.resized(self._fd, offset)
             self._generation += 1
             del self._entries[entryFrom:]
             del self._offsets[entryFrom:]
@@ -417,6 +418,7 @@ class DurableJournal:
             self._fail(f"write at {offset} failed ({exc}) and could not be undone ({exc2})")
             return
         self._reserved = min(self._reserved, offset)
+        disk.resized(self._fd, offset)
 
     def _note(self, text: str) -> None:
         log.warning("raft journal %s: %s", self._dir, text)
@@ -530,6 +532,7 @@ class DurableJournal:
             )
         if offset < size:
             os.ftruncate(self._fd, offset)
+            disk.resized(self._fd, offset)
         return offset
 
     def _read_meta(self) -> tuple[tuple[int, str | None], int]:
