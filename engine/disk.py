@@ -71,9 +71,10 @@ def _fallocate(fd: int, offset: int, length: int) -> None:
     """Allocate ``length`` bytes at ``offset`` (mode 0: the file grows to cover them)."""
     if _LIBC_FALLOCATE is None:
         raise OSError(errno.EOPNOTSUPP, "fallocate is not available")
-    if _LIBC_FALLOCATE(fd, 0, offset, length) != 0:
+    while _LIBC_FALLOCATE(fd, 0, offset, length) != 0:
         code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code))
+        if code != errno.EINTR:  # a signal: retried, as os.posix_fallocate does
+            raise OSError(code, os.strerror(code))
 
 
 def fsync(fd: int, data_bytes: int | None = None) -> None:

@@ -753,8 +753,10 @@ class FileStore:
             if commit_end is None:
                 continue
             if commit_end < len(data):
-                if stop is not None and not stop.torn:
-                    # Damage, not an interrupted write: it may have hidden a later commit.
+                # Damage, not an interrupted write: it may have hidden a later commit. A segment
+                # with a successor was cut back and fsynced before the successor existed, so
+                # nothing there is an interrupted write, whatever it looks like.
+                if stop is not None and (not stop.torn or pos < len(segments) - 1):
                     location = f"{name}@{stop.offset}"
                     record = CorruptRecord(seq=None, location=location, reason=stop.reason)
                     self._corrupt_unknown.append((record, seg_id))

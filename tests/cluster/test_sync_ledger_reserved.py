@@ -89,11 +89,13 @@ def test_a_new_segment_on_a_reused_inode_keeps_only_what_was_synced(
     new.set_meta(b"applied=2")
     new.flush()  # never fsynced
     (segment,) = store.glob("seg-*")
-    reused = segment.stat().st_ino == old_inode
+    if segment.stat().st_ino != old_inode:
+        new.close()
+        pytest.skip("this filesystem did not reuse the deleted segment's inode")
     truncate_to_ledger(store, ledger)  # the node is killed: the store stays open
     again = FileStore(store, meta_commits=True)
     try:
-        assert again.get_meta() == b"applied=1", f"inode reused: {reused}"
+        assert again.get_meta() == b"applied=1"
         assert [m.seq for m in again.scan()] == [1]
     finally:
         again.close()

@@ -193,13 +193,21 @@ def test_a_disk_too_full_to_reserve_gives_the_space_back_and_appends_plainly(
     reopened.close()
 
 
-def test_reserving_uses_fallocate_itself_not_an_emulation(tmp_path: Path) -> None:
+def test_reserving_uses_fallocate_itself_not_an_emulation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """glibc's posix_fallocate writes a byte per block where the filesystem cannot reserve;
-    fallocate(2) says so instead (here, on a filesystem that can, it reserves)."""
+    fallocate(2) says so instead. Reserving must not go through posix_fallocate at all."""
+
+    def emulation(fd: int, offset: int, length: int) -> None:
+        raise AssertionError("posix_fallocate called")
+
+    monkeypatch.setattr(os, "posix_fallocate", emulation)
+    assert disk._LIBC_FALLOCATE is not None
     fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
     try:
-        disk._fallocate(fd, 0, 8192)
-        assert os.fstat(fd).st_size == 8192
+        assert disk.reserve(fd, 0, 100, 1 << 20) == 100 + disk.RESERVE_STEP_BYTES_MIN
+        assert os.fstat(fd).st_size == 100 + disk.RESERVE_STEP_BYTES_MIN
         with pytest.raises(OSError) as caught:
             disk._fallocate(fd, -1, 10)
         assert caught.value.errno == errno.EINVAL
@@ -280,3 +288,33 @@ def test_a_rotation_fsyncs_the_full_segment_even_if_a_worker_took_it(tmp_path: P
     assert len(segment_files(tmp_path)) == 2
     assert full.stat().st_ino in fsynced
     store.close()
+
+
+def test_zeros_at_the_end_of_a_sealed_segment_are_damage_not_a_torn_tail(tmp_path: Path) -> None:
+    """A rotated segment was cut back and fsynced before its successor existed: a header with
+    only zeros after it there is damage (a torn tail only ends the last segment)."""
+    store = FileStore(tmp_path, segment_bytes_max=SEGMENT_BYTES_MIN, meta_commits=True)
+    seq = 0
+    while True:
+        seq += 1
+        store.append(msg(seq))
+        if len(segment_files(tmp_path)) == 2:
+            break  # that message went to the second segment: never committed
+        store.set_meta(f"applied={seq}".encode())
+        store.sync()
+    store.close()
+    sealed, successor = segment_files(tmp_path)
+    uncommitted = bytearray()
+    records.append_msg(uncommitted, msg(seq + 1))
+    successor.write_bytes(bytes(uncommitted))  # a successor holding no commit at all
+    raw = sealed.read_bytes()
+    *_, last = (item for item in records.walk(raw) if isinstance(item, records.WalkedRecord))
+    with open(sealed, "r+b") as f:
+        f.seek(last.offset + 10)  # its header half gone, zeros to the end of the file
+        f.write(bytes(len(raw) - last.offset - 10))
+    reopened = FileStore(tmp_path, segment_bytes_max=SEGMENT_BYTES_MIN, meta_commits=True)
+    try:
+        (damage,) = reopened.corrupt_records()
+        assert damage.seq is None and damage.location.startswith(sealed.name)
+    finally:
+        reopened.close()
