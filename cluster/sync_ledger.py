@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
+from collections.abc import Callable
 
 from engine import disk
 
@@ -31,6 +32,24 @@ _recorded_lock = threading.Lock()
 def _note(fd: int, size: int) -> None:
     """The fsync observer: one ledger line for a regular file (directories are not truncated),
     with its size when the fsync began (what was appended while it ran may not be covered)."""
+
+    def durable(last: int | None, file_size: int) -> int:
+        last = last or 0
+        # a file now shorter than what was recorded was truncated: its own size counts
+        return max(size, last) if file_size >= last else size
+
+    _record(fd, durable)
+
+
+def _reset(fd: int, data_bytes: int) -> None:
+    """The resize observer: a file created or truncated by a writer that reserves space (whose
+    size cannot show it) durably holds at most ``data_bytes`` from now on."""
+    _record(fd, lambda last, _file_size: data_bytes if last is None else min(last, data_bytes))
+
+
+def _record(fd: int, durable: Callable[[int | None, int], int]) -> None:
+    """One ledger line for regular file ``fd``: ``durable(size recorded so far or None, the
+    file's size now)`` is what its inode now durably holds."""
     assert _ledger_fd is not None  # registered only once the ledger is open
     try:
         st = os.fstat(fd)
@@ -40,26 +59,9 @@ def _note(fd: int, size: int) -> None:
     except OSError:
         return
     with _recorded_lock:
-        last = _recorded.get(st.st_ino, 0)
-        # a file now shorter than what was recorded was truncated: its own size counts
-        durable = max(size, last) if st.st_size >= last else size
-        _recorded[st.st_ino] = durable
-        os.write(_ledger_fd, f"{st.st_ino}\t{durable}\t{path}\n".encode())
-
-
-def _reset(fd: int, data_bytes: int) -> None:
-    """The resize observer: a file created or truncated by a writer that reserves space (whose
-    size cannot show it) durably holds at most ``data_bytes`` from now on."""
-    assert _ledger_fd is not None
-    try:
-        st = os.fstat(fd)
-        path = os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        return
-    with _recorded_lock:
-        durable = min(_recorded.get(st.st_ino, data_bytes), data_bytes)
-        _recorded[st.st_ino] = durable
-        os.write(_ledger_fd, f"{st.st_ino}\t{durable}\t{path}\n".encode())
+        size = durable(_recorded.get(st.st_ino), st.st_size)
+        _recorded[st.st_ino] = size
+        os.write(_ledger_fd, f"{st.st_ino}\t{size}\t{path}\n".encode())
 
 
 def install_from_env() -> bool:

@@ -113,6 +113,12 @@ def reserve(fd: int, reserved_end: int, needed_end: int, limit: int) -> int:
     return new_end
 
 
+def zeros_from(data: bytes, start: int) -> bool:
+    """Whether nothing but zero bytes follows ``start`` in ``data`` (read back from a file that
+    reserves space: the reserved part, never written; true when ``start`` is the end)."""
+    return data.count(0, start) == len(data) - start
+
+
 def resized(fd: int, data_bytes: int) -> None:
     """Tell the resize observers that ``fd``'s data now ends at ``data_bytes``: a file created
     (0) or truncated. A file with reserved space cannot show that by its size, and an fsync

@@ -802,7 +802,9 @@ class FileStore:
             if isinstance(item, WalkStop):
                 appendable = self._recover_stop(seg, item, is_last=is_last)
                 break
-            if not item.crc_ok and not item.erased and is_last and _ends_data(data, item):
+            failed = not item.crc_ok and not item.erased and is_last
+            # the final record, when only zeros (reserved space) follow it
+            if failed and disk.zeros_from(data, item.offset + item.total_len):
                 self._truncate(seg, item.offset, f"final record (seq {item.seq}) failed its CRC")
                 break
             self._recover_record(seg, data, item, pending)
@@ -882,12 +884,6 @@ def _pwrite_all(fd: int, data: bytearray, offset: int) -> None:
     with memoryview(data) as view:
         while written < len(data):
             written += os.pwrite(fd, view[written:], offset + written)
-
-
-def _ends_data(data: bytes, item: WalkedRecord) -> bool:
-    """Whether nothing but zeros (space reserved ahead of appends) follows ``item``."""
-    end = item.offset + item.total_len
-    return end == len(data) or data[end:] == bytes(len(data) - end)
 
 
 def _pread_all(fd: int, size: int) -> bytes:

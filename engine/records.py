@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
 
+from engine.disk import zeros_from
 from engine.entry_codec import STR_ERRORS
 from engine.store import StoredMsg
 
@@ -275,9 +276,9 @@ def walk(buf: bytes) -> Iterator[WalkedRecord | WalkStop]:
                     continue
             head = read_header(view, offset)
             if head is None:
-                if view[offset:] == bytes(remaining):
+                if zeros_from(buf, offset):
                     yield WalkStop(offset, True, f"{remaining} bytes of zero fill")
-                elif view[offset + HEADER_BYTES :] == bytes(remaining - HEADER_BYTES):
+                elif zeros_from(buf, offset + HEADER_BYTES):
                     # nothing but zeros after it: a header cut short by a crash, where the file
                     # went on with space reserved ahead of the appends (engine/disk.py)
                     yield WalkStop(offset, True, "record header cut short before zero fill")

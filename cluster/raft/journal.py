@@ -524,7 +524,7 @@ class DurableJournal:
             last_idx, last_term = idx, term
             offset = start + plen
         # Nothing but zeros after the last record: space reserved ahead of appends, not data.
-        if offset < size and data[offset:].rstrip(b"\0"):
+        if not disk.zeros_from(data, offset):
             self._note(
                 f"{LOG_FILE_NAME}: {reason} at offset {offset}; cut {size - offset} bytes, "
                 f"kept {len(self._entries)} entries"
