@@ -32,10 +32,13 @@ $(STAMP): pyproject.toml tests/js/package-lock.json | $(BIN)/python
 	   (apt-get install -y -qq openjdk-17-jre-headless \
 	    || (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless)) \
 	   >/dev/null 2>&1 || echo "Java 17 not installed: jetraft analyze and tests/spark need it"; fi
-	# a C compiler for the mypyc build of the hot modules (without one they run as plain Python)
-	if ! command -v cc >/dev/null && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-	   (apt-get install -y -qq gcc || (apt-get update -qq && apt-get install -y -qq gcc)) \
-	   >/dev/null 2>&1 || echo "gcc not installed: the tests run on the plain Python modules"; fi
+	# a C compiler and zlib's header for the native build of the hot modules (mypyc, and the C
+	# record encoder, which links zlib); without them they run as plain Python
+	if { ! command -v cc >/dev/null || [ ! -e /usr/include/zlib.h ]; } \
+	   && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	   (apt-get install -y -qq gcc zlib1g-dev \
+	    || (apt-get update -qq && apt-get install -y -qq gcc zlib1g-dev)) \
+	   >/dev/null 2>&1 || echo "gcc/zlib1g-dev not installed: the tests run on the plain Python modules"; fi
 	# nats.js for the client smoke test; the test skips where node/npm are absent
 	if command -v npm >/dev/null; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
 	touch $(STAMP) $(SERVER_STAMP)

@@ -38,7 +38,6 @@ import json
 import logging
 import shutil
 import struct
-import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +45,7 @@ from typing import Any, Final
 
 from cluster.batching import new_event_id
 from cluster.router import Router, Subscription
+from engine.checksum import crc32
 from engine.state_transfer import CatchupRequest, TransferApplier, TransferError, plan_transfer
 from engine.store import MessageStore
 from engine.stream import Stream
@@ -95,7 +95,7 @@ def encode_archive(stream: Stream, no_consumers: bool) -> bytes:
         parts += (_U32.pack(len(chunk)), chunk)
     parts.append(_U32.pack(0))
     raw = b"".join(parts)
-    return raw + _U32.pack(zlib.crc32(raw))
+    return raw + _U32.pack(crc32(raw))
 
 
 class ArchiveReader:
@@ -123,7 +123,7 @@ class ArchiveReader:
             return None
         out = bytes(self._buf[:n])
         del self._buf[:n]
-        self._crc = zlib.crc32(out, self._crc)
+        self._crc = crc32(out, self._crc)
         return out
 
     def _drain(self) -> None:

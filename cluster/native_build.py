@@ -22,6 +22,7 @@ import sys
 from typing import Any
 
 from protocol.native import (
+    C_EXTENSIONS,
     COMPILED_MODULES,
     MANIFEST_NAME,
     NATIVE_DIR,
@@ -42,7 +43,7 @@ def build() -> bool:
     """Compile every module of COMPILED_MODULES; True when the build is in place."""
     try:
         from mypyc.build import mypycify
-        from setuptools import Distribution  # type: ignore[import-untyped]
+        from setuptools import Distribution, Extension  # type: ignore[import-untyped]
     except ImportError as exc:
         print(f"native build skipped: {exc.name} is not installed (pure Python is used)")
         return False
@@ -51,23 +52,30 @@ def build() -> bool:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time (they share the temp dir)
         if decide(NATIVE_DIR, {})[0]:
             return True  # another build finished while this one waited for the lock
-        return _build_locked(mypycify, Distribution)
+        return _build_locked(mypycify, Distribution, Extension)
 
 
-def _build_locked(mypycify: Any, distribution: Any) -> bool:
+def _build_locked(mypycify: Any, distribution: Any, extension: Any) -> bool:
     sources = source_hashes()  # before compiling: an edit made meanwhile makes the build stale
     files = [str(source_path(m).relative_to(PROJECT_ROOT)) for m in COMPILED_MODULES]
     # built beside the one in use and swapped in whole: a reader sees the old build, none, or
     # the new one, never a half-written extension (which would crash the import)
     shutil.rmtree(FRESH_DIR, ignore_errors=True)
     FRESH_DIR.mkdir(parents=True)
-    print(f"compiling {len(COMPILED_MODULES)} modules with mypyc into {NATIVE_DIR} (a minute)")
+    print(
+        f"compiling {len(COMPILED_MODULES)} modules with mypyc and {len(C_EXTENSIONS)} C"
+        f" extension(s) into {NATIVE_DIR} (a minute)"
+    )
     cwd = os.getcwd()
     os.chdir(PROJECT_ROOT)  # mypyc names modules after their paths relative to here
     try:
         # a cache of its own: the project's .mypy_cache may be in use by a concurrent `mypy`
         cache = ["--cache-dir", str(BUILD_TEMP_DIR / "mypy-cache")]
         extensions = mypycify([*cache, *files], opt_level="3", target_dir=str(BUILD_TEMP_DIR))
+        extensions += [
+            extension(name, [source], libraries=list(libraries), extra_compile_args=["-O3"])
+            for name, source, libraries in C_EXTENSIONS
+        ]
         dist = distribution({"name": "jetraft-native", "ext_modules": extensions})
         cmd = dist.get_command_obj("build_ext")
         cmd.build_lib = str(FRESH_DIR)

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import struct
-import zlib
 from dataclasses import dataclass
 from typing import Final
+
+from engine.checksum import crc32
 
 DIGEST_FORMAT_VERSION: Final = 2
 MSG_HASH_BYTES: Final = 16
@@ -44,14 +45,13 @@ _CONTENT = struct.Struct(">BBQQ")  # version, domain tag, messages, bytes
 # Keeps a content digest from ever equalling a state digest of the same sum.
 _CONTENT_DOMAIN: Final = 0x43
 _blake2b = hashlib.blake2b
-_crc32 = zlib.crc32
 
 
 def content_fingerprint(hdr: bytes, data: bytes) -> int:
     """What a message's header and payload contribute (cheap enough for every publish)."""
     if not hdr:
-        return _crc32(data)
-    return _crc32(data, _crc32(hdr)) | (len(hdr) << FINGERPRINT_HDR_LEN_SHIFT)
+        return crc32(data)
+    return crc32(data, crc32(hdr)) | (len(hdr) << FINGERPRINT_HDR_LEN_SHIFT)
 
 
 def message_hash(seq: int, subject: str, ts_ns: int, size_bytes: int, fingerprint: int) -> int:

@@ -12,10 +12,11 @@ Must never: return bytes it did not check (length, checksum, version), or raise 
 from __future__ import annotations
 
 import struct
-import zlib
 from typing import Final
 
 from mypy_extensions import mypyc_attr
+
+from engine.checksum import crc32
 
 HEAD: Final = struct.Struct(">BB")
 CRC: Final = struct.Struct(">I")
@@ -30,7 +31,7 @@ class EntryDecodeError(ValueError):
 
 def frame(version: int, entry_type: int, body: bytes) -> bytes:
     out = HEAD.pack(version, entry_type) + body
-    return out + CRC.pack(zlib.crc32(out))
+    return out + CRC.pack(crc32(out))
 
 
 def unframe(
@@ -42,7 +43,7 @@ def unframe(
         raise error("entry too short")
     end = len(buf) - CRC.size
     (crc,) = CRC.unpack_from(buf, end)
-    if zlib.crc32(memoryview(buf)[:end]) != crc:
+    if crc32(memoryview(buf)[:end]) != crc:
         raise error("entry checksum mismatch")
     found, entry_type = HEAD.unpack_from(buf, 0)
     if found != version:

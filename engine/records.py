@@ -4,7 +4,7 @@ Every record is self-delimiting and versioned, with two checksums::
 
     total_len u32 | version u8 | type u8 | reserved u16 | seq u64 | header_crc u32   (20 bytes)
     body ...                                                                        (type-specific)
-    crc u32   (zlib.crc32 over every byte before it, header included)
+    crc u32   (CRC-32, as zlib computes it, over every byte before it, header included)
 
 The header has its own CRC so that a damaged body still yields a trustworthy length (the walk can
 skip the record and go on) and a trustworthy seq (the damage is reported with its sequence). A
@@ -28,12 +28,12 @@ Must never: touch files, read clocks, or use pickle. This module is pure functio
 from __future__ import annotations
 
 import struct
-import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
+from engine.checksum import crc32
 from engine.disk import zeros_from
 from engine.entry_codec import STR_ERRORS
 from engine.store import StoredMsg
@@ -59,8 +59,6 @@ RECORD_BYTES_MAX = 0xFFFFFFFF
 
 REMOVE_FLAG_ERASE = 0x01
 
-_crc32 = zlib.crc32
-
 
 class RecordType(IntEnum):
     MSG = 1
@@ -75,7 +73,7 @@ _TYPE_MSG = int(RecordType.MSG)
 _MSG_AFTER_HEAD = struct.Struct("<IqHI")  # header_crc, then the MSG fixed fields
 _MSG_OVERHEAD_BYTES = HEADER_BYTES + MSG_FIXED_BYTES + CRC_BYTES
 _MSG_SUBJECT_AT = HEADER_BYTES + MSG_FIXED_BYTES  # where the subject starts in a MSG record
-# zlib.crc32(b + zlib.crc32(b).to_bytes(4, "little")) is this constant for every b, and no other
+# crc32(b + crc32(b).to_bytes(4, "little")) is this constant for every b, and no other
 # 4 bytes after b give it (CRC-32 of 4 appended bytes is a bijection): checking the CRC of a whole
 # record against it is exactly checking its trailing CRC, without slicing the trailer off first.
 _CRC_RESIDUE = 0x2144DF1C
@@ -85,13 +83,14 @@ _new_tuple = tuple.__new__
 
 def _head(total_len: int, rtype: RecordType, seq: int) -> bytes:
     head = _HEAD.pack(total_len, RECORD_VERSION, rtype, 0, seq)
-    return head + _U32.pack(_crc32(head))
+    return head + _U32.pack(crc32(head))
 
 
-def append_msg(buf: bytearray, msg: StoredMsg) -> int:
+def _append_msg_py(buf: bytearray, msg: StoredMsg) -> int:
     """Append the MSG record of ``msg`` to ``buf``; returns the record length in bytes.
 
-    Hot path (once per stored message): two CRCs (header, then record) and one join."""
+    Hot path (once per stored message): two CRCs (header, then record) and one join. The native
+    build replaces it with the same encoder in C (``engine/_records_c.c``, see ``append_msg``)."""
     subject = msg.subject.encode("utf-8", SUBJECT_ERRORS)
     hdr, data = msg.hdr, msg.data
     subject_len = len(subject)
@@ -99,16 +98,31 @@ def append_msg(buf: bytearray, msg: StoredMsg) -> int:
     total_len = _MSG_OVERHEAD_BYTES + subject_len + len(hdr) + len(data)
     assert total_len <= RECORD_BYTES_MAX, total_len
     head = _HEAD.pack(total_len, RECORD_VERSION, _TYPE_MSG, 0, msg.seq)
-    fixed = _MSG_AFTER_HEAD.pack(_crc32(head), msg.ts_ns, subject_len, len(hdr))
+    fixed = _MSG_AFTER_HEAD.pack(crc32(head), msg.ts_ns, subject_len, len(hdr))
     rec = b"".join((head, fixed, subject, hdr, data))
     buf += rec
-    buf += _U32.pack(_crc32(rec))
+    buf += _U32.pack(crc32(rec))
     return total_len
+
+
+def _native_append_msg() -> Callable[[bytearray, StoredMsg], int] | None:
+    """The C encoder when the native build holds it (never against edited source: the build is
+    used only when every source, the C one included, is unchanged since it was compiled)."""
+    try:
+        from engine._records_c import append_msg as native
+    except ImportError:
+        return None
+    return native
+
+
+# Appends the MSG record of a message to a buffer and returns the record's length in bytes:
+# the same bytes whichever encoder runs (tests/engine/store/test_records.py holds them equal).
+append_msg: Final[Callable[[bytearray, StoredMsg], int]] = _native_append_msg() or _append_msg_py
 
 
 def _small_record(rtype: RecordType, seq: int, body: bytes) -> bytes:
     rec = _head(HEADER_BYTES + len(body) + CRC_BYTES, rtype, seq) + body
-    return rec + _U32.pack(_crc32(rec))
+    return rec + _U32.pack(crc32(rec))
 
 
 def encode_remove(seq: int, *, erase: bool) -> bytes:
@@ -151,7 +165,7 @@ def read_header(buf: bytes | memoryview, offset: int) -> RecordHeader | None:
     The caller must have checked that HEADER_BYTES are available."""
     total_len, version, rtype, _reserved, seq = _HEAD.unpack_from(buf, offset)
     (head_crc,) = _U32.unpack_from(buf, offset + _HEAD.size)
-    if _crc32(buf[offset : offset + _HEAD.size]) != head_crc:
+    if crc32(buf[offset : offset + _HEAD.size]) != head_crc:
         return None
     if version != RECORD_VERSION or rtype not in _KNOWN_TYPES or total_len < RECORD_BYTES_MIN:
         return None
@@ -177,7 +191,7 @@ def decode_msg(view: memoryview, offset: int, seq: int) -> StoredMsg | None:
         or version != RECORD_VERSION
         or data_start > end
         or size < end + CRC_BYTES
-        or _crc32(view[offset : end + CRC_BYTES]) != _CRC_RESIDUE
+        or crc32(view[offset : end + CRC_BYTES]) != _CRC_RESIDUE
     ):
         return None
     subject = str(view[sub_start:hdr_start], "utf-8", SUBJECT_ERRORS)
@@ -207,7 +221,7 @@ def decode_msg_record(rec: bytes, seq: int) -> StoredMsg | None:
         or rtype != _TYPE_MSG
         or version != RECORD_VERSION
         or data_start > end
-        or _crc32(rec) != _CRC_RESIDUE
+        or crc32(rec) != _CRC_RESIDUE
     ):
         return None
     subject = rec[_MSG_SUBJECT_AT:hdr_start].decode("utf-8", SUBJECT_ERRORS)
@@ -270,7 +284,7 @@ def walk(buf: bytes) -> Iterator[WalkedRecord | WalkStop]:
             total_len, version, rtype, _reserved, seq = unpack_head(view, offset)
             if RECORD_BYTES_MIN <= total_len <= remaining and version == RECORD_VERSION:
                 end = offset + total_len - CRC_BYTES
-                if _crc32(view[offset:end]) == unpack_u32(view, end)[0] and rtype in _KNOWN_TYPES:
+                if crc32(view[offset:end]) == unpack_u32(view, end)[0] and rtype in _KNOWN_TYPES:
                     yield WalkedRecord(offset, total_len, rtype, seq, True, False)
                     offset += total_len
                     continue

@@ -59,12 +59,12 @@ inconsistent raises ``TransferError``), or walk the leader's whole stream.
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
 from engine import records
+from engine.checksum import crc32
 from engine.digest import DIGEST_BYTES
 from engine.limits import SEQ_MAX
 from engine.store import MessageStore, StoredMsg
@@ -180,7 +180,7 @@ class CatchupRequest:
                 *(_U64.pack(count) for count in self.live_counts),
             )
         )
-        return raw + _CRC.pack(zlib.crc32(raw))
+        return raw + _CRC.pack(crc32(raw))
 
     @classmethod
     def decode(cls, raw: bytes | bytearray | memoryview) -> CatchupRequest:
@@ -189,7 +189,7 @@ class CatchupRequest:
             raise TransferError(f"catchup request of {len(raw)} bytes is too short")
         end = len(raw) - _CRC.size
         (crc,) = _CRC.unpack_from(raw, end)
-        if zlib.crc32(raw[:end]) != crc:
+        if crc32(raw[:end]) != crc:
             raise TransferError("catchup request checksum mismatch")
         version, kind, first_seq, last_seq, applied, partial, n = _REQUEST.unpack_from(raw)
         if version != TRANSFER_FORMAT_VERSION or kind != KIND_REQUEST:
@@ -247,10 +247,10 @@ def plan_transfer(
             )
         raw = _CHUNK_HEAD.pack(TRANSFER_FORMAT_VERSION, kind, chunk_no, applied) + body
         chunk_no += 1
-        return raw + _CRC.pack(zlib.crc32(raw))
+        return raw + _CRC.pack(crc32(raw))
 
     meta = leader.meta_blob()
-    head = _HEADER.pack(zlib.crc32(req.encode()), leader_first, leader_last, len(meta))
+    head = _HEADER.pack(crc32(req.encode()), leader_first, leader_last, len(meta))
     yield chunk(KIND_HEADER, head + meta)
     sent = 0
     if req.applied_index <= applied:
@@ -476,7 +476,7 @@ class TransferApplier:
         if len(body) != _HEADER.size + meta_len:
             raise TransferError("header chunk length does not match its meta length")
         req = self._request
-        if req_crc != zlib.crc32(req.encode()):
+        if req_crc != crc32(req.encode()):
             raise TransferError("header answers another request than this follower's")
         if leader_first > leader_last + 1:
             raise TransferError(f"leader first_seq {leader_first} > last_seq {leader_last} + 1")
@@ -588,7 +588,7 @@ def _open_chunk(chunk: bytes) -> tuple[int, int, int, bytes]:
         raise TransferError(f"chunk of {len(chunk)} bytes is too short")
     end = len(chunk) - _CRC.size
     (crc,) = _CRC.unpack_from(chunk, end)
-    if zlib.crc32(memoryview(chunk)[:end]) != crc:
+    if crc32(memoryview(chunk)[:end]) != crc:
         raise TransferError("chunk checksum mismatch")
     version, kind, chunk_no, leader_applied = _CHUNK_HEAD.unpack_from(chunk)
     if version != TRANSFER_FORMAT_VERSION:

@@ -53,6 +53,9 @@ COMPILED_MODULES: Final = (
     "cluster.router",
     "cluster.stream_host",
 )
+# Hand-written C extensions built beside them: module, source, libraries to link. Each replaces
+# one function of a module above, which keeps the Python form as the fallback.
+C_EXTENSIONS: Final = (("engine._records_c", "engine/_records_c.c", ("z",)),)
 PURE_PYTHON_ENV: Final = "JETRAFT_PURE_PYTHON"
 PROJECT_ROOT: Final = Path(__file__).resolve().parent.parent
 NATIVE_DIR: Final = PROJECT_ROOT / "build" / "native"
@@ -62,6 +65,7 @@ MANIFEST_NAME: Final = "manifest.json"
 # Every module the compiled ones were built against: mypyc copies constants (``Final``) and
 # types of imported modules into the extensions, so an edit to any of them makes a build stale.
 SOURCE_PACKAGES: Final = ("protocol", "engine", "cluster")
+SOURCE_PATTERNS: Final = ("*.py", "*.c")
 
 
 def source_path(module: str) -> Path:
@@ -73,7 +77,8 @@ def source_hashes() -> dict[str, str]:
     return {
         path.relative_to(PROJECT_ROOT).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
         for package in SOURCE_PACKAGES
-        for path in sorted((PROJECT_ROOT / package).rglob("*.py"))
+        for pattern in SOURCE_PATTERNS
+        for path in sorted((PROJECT_ROOT / package).rglob(pattern))
     }
 
 
@@ -88,9 +93,11 @@ def extension_sizes(native_dir: Path) -> dict[str, int]:
 
 
 def expected_extensions() -> set[str]:
-    """The module extensions a build of COMPILED_MODULES holds (besides the shared runtime)."""
+    """The module extensions a build of COMPILED_MODULES and C_EXTENSIONS holds (besides the
+    shared runtime)."""
     suffix = str(sysconfig.get_config_var("EXT_SUFFIX"))
-    return {"/".join(m.split(".")) + suffix for m in COMPILED_MODULES}
+    modules = [*COMPILED_MODULES, *(name for name, _source, _libraries in C_EXTENSIONS)]
+    return {"/".join(m.split(".")) + suffix for m in modules}
 
 
 def build_tag() -> str:
@@ -103,6 +110,7 @@ def manifest_for(native_dir: Path, sources: dict[str, str]) -> dict[str, object]
     return {
         "build_tag": build_tag(),
         "modules": list(COMPILED_MODULES),
+        "c_extensions": [name for name, _source, _libraries in C_EXTENSIONS],
         "sources": sources,
         "extensions": extension_sizes(native_dir),
     }
@@ -116,7 +124,11 @@ def decide(native_dir: Path, environ: Mapping[str, str]) -> tuple[bool, str]:
         manifest = json.loads((native_dir / MANIFEST_NAME).read_text())
         if not isinstance(manifest, dict) or manifest.get("build_tag") != build_tag():
             return False, f"{native_dir} was compiled for another Python"
-        if manifest.get("modules") != list(COMPILED_MODULES):
+        c_extensions = [name for name, _source, _libraries in C_EXTENSIONS]
+        if (
+            manifest.get("modules") != list(COMPILED_MODULES)
+            or manifest.get("c_extensions") != c_extensions
+        ):
             return False, f"{native_dir} holds another module list (make rebuilds)"
         sources = manifest.get("sources")
         current = source_hashes()
@@ -131,7 +143,9 @@ def decide(native_dir: Path, environ: Mapping[str, str]) -> tuple[bool, str]:
             return False, f"{native_dir} holds other extensions than it built (make rebuilds)"
     except (OSError, ValueError):
         return False, "no compiled build (make builds it; pure Python behaves the same)"
-    return True, f"{len(COMPILED_MODULES)} modules compiled with mypyc"
+    return True, (
+        f"{len(COMPILED_MODULES)} modules compiled with mypyc, {len(C_EXTENSIONS)} C extension(s)"
+    )
 
 
 @functools.cache

@@ -69,13 +69,13 @@ import logging
 import os
 import struct
 import threading
-import zlib
 from array import array
 from bisect import bisect_right
 from pathlib import Path
 from typing import Any, Final, TypeGuard, overload
 
 from engine import disk
+from engine.checksum import crc32
 
 log = logging.getLogger(__name__)
 
@@ -506,7 +506,7 @@ class DurableJournal:
                 reason = f"record of {plen} bytes cut short at {size - start}"
                 break
             payload = memoryview(data)[start : start + plen]
-            if zlib.crc32(payload) != crc:
+            if crc32(payload) != crc:
                 reason = "record checksum mismatch"
                 # An intact record after it: damage in the middle, not an interrupted append.
                 if _intact_record_at(data, start + plen):
@@ -598,7 +598,7 @@ def _encode_header() -> bytes:
 
 def _encode_record(command: bytes, idx: int, term: int) -> bytes:
     ids = _IDS.pack(idx, term)
-    crc = zlib.crc32(command, zlib.crc32(ids))
+    crc = crc32(command, crc32(ids))
     return b"".join((_PREFIX.pack(len(ids) + len(command), crc), ids, command))
 
 
@@ -630,4 +630,4 @@ def _intact_record_at(data: bytes, offset: int) -> bool:
     start = offset + RECORD_PREFIX_BYTES
     if plen < RECORD_PAYLOAD_BYTES_MIN or len(data) - start < plen:
         return False
-    return bool(zlib.crc32(memoryview(data)[start : start + plen]) == crc)
+    return bool(crc32(memoryview(data)[start : start + plen]) == crc)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from protocol import native
 from protocol.native import (
+    C_EXTENSIONS,
     COMPILED_MODULES,
     MANIFEST_NAME,
     PURE_PYTHON_ENV,
@@ -18,9 +19,10 @@ from protocol.native import (
 )
 
 SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
+BUILT = (*COMPILED_MODULES, *(name for name, _source, _libraries in C_EXTENSIONS))
 
 
-def _build(directory: Path, modules: tuple[str, ...] = COMPILED_MODULES) -> None:
+def _build(directory: Path, modules: tuple[str, ...] = BUILT) -> None:
     """A stand-in build: an extension file per module, the shared runtime, the manifest."""
     for module in modules:
         path = directory.joinpath(*module.split(".")).with_name(module.split(".")[-1] + SUFFIX)
@@ -54,6 +56,25 @@ def test_an_edit_to_any_source_it_was_built_from_turns_it_off(tmp_path: Path) ->
     (tmp_path / MANIFEST_NAME).write_text(json.dumps(manifest))
     compiled, why = decide(tmp_path, {})
     assert not compiled and "engine/limits.py" in why
+
+
+def test_an_edit_to_a_c_source_turns_it_off(tmp_path: Path) -> None:
+    _build(tmp_path)
+    manifest = _manifest(tmp_path)
+    sources = manifest["sources"]
+    assert isinstance(sources, dict)
+    for _name, source, _libraries in C_EXTENSIONS:
+        assert source in sources
+        sources[source] = "0" * 64
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps(manifest))
+    compiled, why = decide(tmp_path, {})
+    assert not compiled and C_EXTENSIONS[0][1] in why
+
+
+def test_a_build_without_a_c_extension_is_not_used(tmp_path: Path) -> None:
+    _build(tmp_path, COMPILED_MODULES)
+    compiled, why = decide(tmp_path, {})
+    assert not compiled and "other extensions" in why
 
 
 def test_extensions_other_than_built_turn_it_off(tmp_path: Path) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -131,3 +134,50 @@ def test_single_record_decode_rejects_any_flip_or_short_read(
     rec[position % len(rec)] ^= flip
     assert records.decode_msg_record(bytes(rec), msg.seq) is None
     assert records.decode_msg(memoryview(bytes(rec)), 0, msg.seq) is None
+
+
+def _native_encoder() -> Callable[[bytearray, StoredMsg], int]:
+    """The C encoder of the native build; the test skips where it is not built (plain Python
+    runs, a machine without a compiler), since ``records.append_msg`` is then the Python one."""
+    native = records._native_append_msg()
+    if native is None:
+        pytest.skip("the C record encoder is not built here")
+    return native
+
+
+@settings(max_examples=300)
+@given(msg=MSGS, before=st.binary(max_size=30))
+def test_the_c_encoder_writes_the_bytes_of_the_python_one(msg: StoredMsg, before: bytes) -> None:
+    native = _native_encoder()
+    expected, got = bytearray(before), bytearray(before)
+    assert native(got, msg) == records._append_msg_py(expected, msg)
+    assert got == expected
+
+
+def test_the_c_encoder_refuses_what_the_python_one_refuses_and_writes_nothing() -> None:
+    native = _native_encoder()
+    for bad in (
+        MSG._replace(subject=""),  # empty subjects cannot be stored (erased records rely on it)
+        MSG._replace(subject="s" * (records.SUBJECT_BYTES_MAX + 1)),
+    ):
+        buf = bytearray(b"kept")
+        with pytest.raises(AssertionError):
+            records._append_msg_py(bytearray(), bad)
+        with pytest.raises(AssertionError):
+            native(buf, bad)
+        assert buf == b"kept"
+    for wrong in ((bytes(5), MSG), (bytearray(), tuple(MSG)[:4]), (bytearray(), "not a msg")):
+        with pytest.raises(TypeError):
+            native(*wrong)  # type: ignore[arg-type]
+    for mutable in (MSG._replace(data=bytearray(b"x")), MSG._replace(hdr=bytearray(b"x"))):
+        buf = bytearray(b"kept")
+        with pytest.raises(TypeError):  # as the compiled Python encoder: bytes only
+            native(buf, mutable)
+        assert buf == b"kept"
+
+
+def test_the_native_build_stores_with_the_c_encoder() -> None:
+    """When the native build is in use, the store's hot path runs the C encoder (not only this
+    test file): what the benchmarks measure."""
+    native = _native_encoder()
+    assert records.append_msg is native

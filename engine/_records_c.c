@@ -1,0 +1,162 @@
+/* engine._records_c: the file store's MSG record encoder (engine/records.py) in C.
+ *
+ * Why C: encoding a record is the largest single cost of storing a message on every replica.
+ * The Python form, compiled with mypyc, still builds five temporary objects per record (two
+ * packed structs, the joined record, the packed CRC, the encoded subject) and takes about
+ * 570 ns; this one writes the record straight into the store's buffer in about 230 ns.
+ *
+ * The bytes are exactly those of records.py's ``_append_msg_py`` (a property test holds the two
+ * equal, and the golden log test pins the format); the build falls back to that function when
+ * this module is not compiled. Layout (little-endian), see engine/records.py:
+ *
+ *   total_len u32 | version u8 | type u8 | reserved u16 | seq u64 | header_crc u32
+ *   ts_ns i64 | subject_len u16 | hdr_len u32 | subject | hdr | data | crc u32
+ *
+ * Must never: write anything but a whole record (every check happens before the buffer grows),
+ * or accept a record the Python encoder would refuse.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <zlib.h>
+
+#define RECORD_VERSION 1
+#define TYPE_MSG 1
+#define HEAD_BYTES 16           /* total_len .. seq: what header_crc covers */
+#define HEADER_BYTES 20         /* with header_crc */
+#define MSG_FIXED_BYTES 14      /* ts_ns, subject_len, hdr_len */
+#define CRC_BYTES 4
+#define MSG_OVERHEAD_BYTES (HEADER_BYTES + MSG_FIXED_BYTES + CRC_BYTES)
+#define SUBJECT_BYTES_MAX 0xFFFF
+#define RECORD_BYTES_MAX 0xFFFFFFFFULL
+#define STORED_MSG_FIELDS 5     /* StoredMsg: seq, subject, hdr, data, ts_ns */
+
+static void put_u16(unsigned char *p, uint16_t v) {
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* zlib's crc32 takes a uInt length: feed it in pieces so a record over 4 GiB cannot wrap. */
+static uint32_t crc_of(const unsigned char *p, size_t n) {
+    uLong crc = crc32(0L, Z_NULL, 0);
+    while (n > 0) {
+        uInt piece = n > 0x40000000u ? 0x40000000u : (uInt)n;
+        crc = crc32(crc, p, piece);
+        p += piece;
+        n -= piece;
+    }
+    return (uint32_t)crc;
+}
+
+/* append_msg(buf: bytearray, msg: StoredMsg) -> int: the record's length in bytes. */
+static PyObject *append_msg(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "append_msg(buf, msg) takes 2 arguments");
+        return NULL;
+    }
+    PyObject *buf = args[0], *msg = args[1];
+    if (!PyByteArray_Check(buf)) {
+        PyErr_SetString(PyExc_TypeError, "append_msg: buf must be a bytearray");
+        return NULL;
+    }
+    if (!PyTuple_Check(msg) || PyTuple_GET_SIZE(msg) != STORED_MSG_FIELDS) {
+        PyErr_SetString(PyExc_TypeError, "append_msg: msg must be a StoredMsg");
+        return NULL;
+    }
+    uint64_t seq = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(msg, 0));
+    if (seq == (uint64_t)-1 && PyErr_Occurred()) return NULL;
+    long long ts_ns = PyLong_AsLongLong(PyTuple_GET_ITEM(msg, 4));
+    if (ts_ns == -1 && PyErr_Occurred()) return NULL;
+
+    PyObject *subject = PyTuple_GET_ITEM(msg, 1);
+    PyObject *encoded = NULL;  /* owned: the subject's UTF-8 bytes when it is not ASCII */
+    const char *subject_p;
+    Py_ssize_t subject_len;
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_Check(subject) && PyUnicode_READY(subject) < 0) return NULL;
+#endif
+    if (PyUnicode_Check(subject) && PyUnicode_IS_ASCII(subject)) {
+        subject_p = (const char *)PyUnicode_DATA(subject);
+        subject_len = PyUnicode_GET_LENGTH(subject);
+    } else {
+        /* the parser hands on a client's non-UTF-8 bytes as lone surrogates: they round-trip */
+        encoded = PyUnicode_AsEncodedString(subject, "utf-8", "surrogatepass");
+        if (encoded == NULL) return NULL;
+        subject_p = PyBytes_AS_STRING(encoded);
+        subject_len = PyBytes_GET_SIZE(encoded);
+    }
+
+    /* bytes only, as the compiled Python encoder: a mutable buffer is refused before anything
+       is written (the store caches what it stores and must not share a caller's bytearray) */
+    PyObject *hdr = PyTuple_GET_ITEM(msg, 2), *data = PyTuple_GET_ITEM(msg, 3);
+    if (!PyBytes_Check(hdr) || !PyBytes_Check(data)) {
+        PyErr_SetString(PyExc_TypeError, "append_msg: hdr and data must be bytes");
+        Py_XDECREF(encoded);
+        return NULL;
+    }
+    Py_ssize_t hdr_len = PyBytes_GET_SIZE(hdr), data_len = PyBytes_GET_SIZE(data);
+    PyObject *result = NULL;
+    /* the same refusals as the Python encoder's assertions, before anything is written */
+    unsigned long long total_len = (unsigned long long)MSG_OVERHEAD_BYTES +
+                                   (unsigned long long)subject_len + (unsigned long long)hdr_len +
+                                   (unsigned long long)data_len;
+    if (subject_len <= 0 || subject_len > SUBJECT_BYTES_MAX) {
+        PyErr_Format(PyExc_AssertionError, "%zd", subject_len);
+        goto done;
+    }
+    if (total_len > RECORD_BYTES_MAX) {
+        PyErr_Format(PyExc_AssertionError, "%llu", total_len);
+        goto done;
+    }
+    Py_ssize_t start = PyByteArray_GET_SIZE(buf);
+    if (PyByteArray_Resize(buf, start + (Py_ssize_t)total_len) < 0) goto done;
+    unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(buf) + start;
+    put_u32(p, (uint32_t)total_len);
+    p[4] = RECORD_VERSION;
+    p[5] = TYPE_MSG;
+    put_u16(p + 6, 0);
+    put_u64(p + 8, seq);
+    put_u32(p + HEAD_BYTES, crc_of(p, HEAD_BYTES));
+    unsigned char *q = p + HEADER_BYTES;
+    put_u64(q, (uint64_t)ts_ns);
+    put_u16(q + 8, (uint16_t)subject_len);
+    put_u32(q + 10, (uint32_t)hdr_len);
+    q += MSG_FIXED_BYTES;
+    memcpy(q, subject_p, (size_t)subject_len);
+    q += subject_len;
+    memcpy(q, PyBytes_AS_STRING(hdr), (size_t)hdr_len);
+    q += hdr_len;
+    memcpy(q, PyBytes_AS_STRING(data), (size_t)data_len);
+    q += data_len;
+    put_u32(q, crc_of(p, (size_t)(total_len - CRC_BYTES)));
+    result = PyLong_FromUnsignedLongLong(total_len);
+done:
+    Py_XDECREF(encoded);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"append_msg", (PyCFunction)(void (*)(void))append_msg, METH_FASTCALL,
+     "append_msg(buf, msg) -> int: append the MSG record of msg to buf; its length in bytes."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "engine._records_c",
+    .m_doc = "The file store's MSG record encoder in C.",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__records_c(void) { return PyModule_Create(&module); }
