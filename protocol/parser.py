@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -63,6 +64,58 @@ _HPUB_STRICT_RE = re.compile(
 )
 _UPPER_P = 0x50
 _UPPER_H = 0x48
+# A PUB/HPUB the fast path answers: (subject, reply, hdr or None, payload, position after it).
+ScannedPub = tuple[str, str | None, bytes | None, bytes, int]
+
+
+def _scan_pub_py(
+    buf: bytes, pos: int, with_headers: bool, max_payload: int, max_control_line: int
+) -> ScannedPub | None:
+    """The fast path: a PUB (HPUB with ``with_headers``) at ``pos`` that the strict pattern
+    matches, within the limits, whose payload and CRLF are all in ``buf``; None for anything
+    else (the general path then decides). The native build replaces it with the same scan in C
+    (``protocol/_parser_c.c``); tests/protocol/test_parser_native.py holds the two equal."""
+    m = (_HPUB_STRICT_RE if with_headers else _PUB_STRICT_RE).match(buf, pos)
+    if m is None:
+        return None
+    groups = m.groups()
+    hdr_len = int(groups[2]) if with_headers else 0
+    total = int(groups[3] if with_headers else groups[2])
+    start = m.end()
+    end = start + total
+    if not (
+        hdr_len <= total <= max_payload
+        and start - pos <= max_control_line
+        and len(buf) > end + 1
+        and buf[end] == _CR
+        and buf[end + 1] == _NL
+    ):
+        return None
+    reply_b = groups[1]
+    split = start + hdr_len
+    return (
+        groups[0].decode("utf-8", "surrogateescape"),
+        None if reply_b is None else reply_b.decode("utf-8", "surrogateescape"),
+        buf[start:split] if hdr_len > 0 else None,
+        buf[split:end],
+        end + 2,
+    )
+
+
+ScanPub = Callable[[bytes, int, bool, int, int], ScannedPub | None]
+
+
+def _native_scan_pub() -> ScanPub | None:
+    """The C scan when the native build holds it (used only while every source, the C one
+    included, is unchanged since it was compiled: see protocol/native.py)."""
+    try:
+        from protocol._parser_c import scan_pub
+    except ImportError:
+        return None
+    return scan_pub
+
+
+_scan_pub: Final[ScanPub] = _native_scan_pub() or _scan_pub_py
 _SUB_SPLIT_RE = re.compile(rb"[ \t\r\n]+")
 
 
@@ -331,17 +384,19 @@ class ClientParser(ReceiveBuffer):
             buf = self._buf
             pos = self._pos
             # Fast path: a well-formed PUB or HPUB whose payload is already here (the strict
-            # pattern first: what clients send, matched faster than the general one).
+            # form first: what clients send, scanned faster than the general pattern matches).
             first = buf[pos] if pos < len(buf) else 0
             m: re.Match[bytes] | None = None
             with_headers = False
             if self._skip_op:
                 pass
-            elif first == _UPPER_P:
-                m = _PUB_STRICT_RE.match(buf, pos) or _PUB_RE.match(buf, pos)
-            elif first == _UPPER_H and self.headers_enabled:
-                m = _HPUB_STRICT_RE.match(buf, pos) or _HPUB_RE.match(buf, pos)
-                with_headers = True
+            elif first == _UPPER_P or (first == _UPPER_H and self.headers_enabled):
+                with_headers = first == _UPPER_H
+                found = _scan_pub(buf, pos, with_headers, self.max_payload, self.max_control_line)
+                if found is not None:
+                    self._pos = found[4]
+                    return Pub(found[0], found[1], found[2], found[3])
+                m = (_HPUB_RE if with_headers else _PUB_RE).match(buf, pos)
             if m is not None:
                 groups = m.groups()
                 subj_b, reply_b = groups[0], groups[1]
