@@ -188,9 +188,10 @@ def batch_id_of(hdr: bytes) -> str:
     return _line_value(hdr, _BATCH_ID_LINE) or "" if hdr else ""
 
 
-def _line_value(hdr: bytes, line_key: bytes) -> str | None:
+def _line_value_py(hdr: bytes, line_key: bytes) -> str | None:
     """``get_header`` for a key given as ``b"\r\n<key>:"``: the value after leading spaces, up to
-    the line's CRLF; None when absent."""
+    the line's CRLF; None when absent. Three lookups a batch message: the native build answers
+    them in C (``protocol/_parser_c.c``; tests/engine/test_batch_native.py holds the two equal)."""
     start = hdr.find(line_key)
     if start < 0:
         return None
@@ -198,6 +199,17 @@ def _line_value(hdr: bytes, line_key: bytes) -> str | None:
     end = hdr.find(b"\r\n", start)
     value = hdr[start:end] if end >= 0 else hdr[start:]
     return value.lstrip(b" ").decode("utf-8", "surrogateescape")
+
+
+def _native_line_value() -> Callable[[bytes, bytes], str | None] | None:
+    try:
+        from protocol._parser_c import header_line_value
+    except ImportError:  # no native build, or not one of the current sources
+        return None
+    return header_line_value
+
+
+_line_value: Final[Callable[[bytes, bytes], str | None]] = _native_line_value() or _line_value_py
 
 
 @dataclass(slots=True)
