@@ -316,10 +316,11 @@ def encode_entry(entry: LogEntry) -> bytes:
 # ------------------------------------------------------------------------------------ decoding
 
 
-def _dec_publish(r: Reader) -> PublishEntry:
-    """Every node decodes every message of every entry: one bounds check per message and plain
-    slicing here, rather than a Reader call per field (what the reader checks, checked alike)."""
-    ts_ns, count = r.unpack(_PUBLISH_HEAD)
+def _dec_inbound_msgs_py(r: Reader, count: int) -> list[InboundMsg]:
+    """``count`` messages (subject, header and data lengths, then the three) from the reader's
+    cursor on. Every node decodes every message of every entry: one bounds check per message and
+    plain slicing here, rather than a Reader call per field (what the reader checks, checked
+    alike). The native build runs the same walk in C (``_dec_inbound_msgs``)."""
     buf, pos, end = r.remaining()
     lens, lens_size = _MSG_LENS, _MSG_LENS.size
     msgs = []
@@ -339,7 +340,44 @@ def _dec_publish(r: Reader) -> PublishEntry:
             raise r.fail(f"bad string: {exc}") from None
         msgs.append(InboundMsg(subject, buf[hdr_at:data_at], buf[data_at:pos]))
     r.pos = pos
-    return PublishEntry(ts_ns, tuple(msgs))
+    return msgs
+
+
+def _dec_inbound_msgs_c(r: Reader, count: int) -> list[InboundMsg]:
+    """``_dec_inbound_msgs_py`` by the C walk of the native build (engine/_codec_c.c): the same
+    messages, the same errors (tests/engine/test_entries_native.py holds them equal)."""
+    assert _native_decode_msgs is not None
+    buf, pos, end = r.remaining()
+    try:
+        msgs, r.pos = _native_decode_msgs(buf, pos, end, count, InboundMsg)
+    except UnicodeDecodeError as exc:
+        raise r.fail(f"bad string: {exc}") from None
+    except ValueError as exc:
+        raise r.fail(str(exc)) from None
+    return msgs
+
+
+def _native_decode() -> NativeDecodeMsgs | None:
+    try:
+        from engine._codec_c import decode_msgs
+    except ImportError:  # no native build, or not one of the current sources
+        return None
+    return decode_msgs
+
+
+NativeDecodeMsgs = Callable[
+    [bytes, int, int, int, Callable[[str, bytes, bytes], InboundMsg]],
+    tuple[list[InboundMsg], int],
+]
+_native_decode_msgs: Final = _native_decode()
+_dec_inbound_msgs: Final = (
+    _dec_inbound_msgs_py if _native_decode_msgs is None else _dec_inbound_msgs_c
+)
+
+
+def _dec_publish(r: Reader) -> PublishEntry:
+    ts_ns, count = r.unpack(_PUBLISH_HEAD)
+    return PublishEntry(ts_ns, tuple(_dec_inbound_msgs(r, count)))
 
 
 def _dec_delete(r: Reader) -> DeleteMsgEntry:
@@ -375,13 +413,7 @@ def _dec_batch_commit(r: Reader) -> BatchCommitEntry:
     eob, count = r.unpack(_BATCH_TAIL)
     if eob > 1:
         raise EntryDecodeError(f"bad eob flag {eob}")
-    msgs = []
-    for _ in range(count):
-        subject_len, hdr_len, data_len = r.unpack(_MSG_LENS)
-        subject = r.text(subject_len)
-        hdr = r.take(hdr_len)
-        msgs.append(InboundMsg(subject, hdr, r.take(data_len)))
-    return BatchCommitEntry(ts_ns, batch_id, tuple(msgs), eob == 1)
+    return BatchCommitEntry(ts_ns, batch_id, tuple(_dec_inbound_msgs(r, count)), eob == 1)
 
 
 def _dec_upstream_msgs(r: Reader, count: int) -> tuple[MirroredMsg, ...]:

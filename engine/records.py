@@ -90,7 +90,7 @@ def _append_msg_py(buf: bytearray, msg: StoredMsg) -> int:
     """Append the MSG record of ``msg`` to ``buf``; returns the record length in bytes.
 
     Hot path (once per stored message): two CRCs (header, then record) and one join. The native
-    build replaces it with the same encoder in C (``engine/_records_c.c``, see ``append_msg``)."""
+    build replaces it with the same encoder in C (``engine/_codec_c.c``, see ``append_msg``)."""
     subject = msg.subject.encode("utf-8", SUBJECT_ERRORS)
     hdr, data = msg.hdr, msg.data
     subject_len = len(subject)
@@ -109,7 +109,7 @@ def _native_append_msg() -> Callable[[bytearray, StoredMsg], int] | None:
     """The C encoder when the native build holds it (never against edited source: the build is
     used only when every source, the C one included, is unchanged since it was compiled)."""
     try:
-        from engine._records_c import append_msg as native
+        from engine._codec_c import append_msg as native
     except ImportError:
         return None
     return native

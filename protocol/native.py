@@ -56,7 +56,7 @@ COMPILED_MODULES: Final = (
 # Hand-written C extensions built beside them: module, source, libraries to link. Each replaces
 # one function of a module above, which keeps the Python form as the fallback.
 C_EXTENSIONS: Final = (
-    ("engine._records_c", "engine/_records_c.c", ("z",)),
+    ("engine._codec_c", "engine/_codec_c.c", ("z",)),
     ("protocol._parser_c", "protocol/_parser_c.c", ()),
 )
 PURE_PYTHON_ENV: Final = "JETRAFT_PURE_PYTHON"

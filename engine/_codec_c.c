@@ -1,4 +1,6 @@
-/* engine._records_c: the file store's MSG record encoder (engine/records.py) in C.
+/* engine._codec_c: the engine's per-message byte codecs in C: the file store's MSG record
+ * encoder (engine/records.py) and the message walk of publish and batch entries
+ * (engine/entries.py), which every replica runs on every message it applies.
  *
  * Why C: encoding a record is the largest single cost of storing a message on every replica.
  * The Python form, compiled with mypyc, still builds five temporary objects per record (two
@@ -145,18 +147,94 @@ done:
     return result;
 }
 
+static uint32_t get_u32be(const unsigned char *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+#define MSG_LENS_BYTES 12 /* subject, hdr, data lengths: u32 big-endian each */
+
+/* decode_msgs(buf: bytes, pos: int, end: int, count: int, make) -> (list, next_pos):
+ * entries.py's _dec_inbound_msgs_py walk: count messages from pos, none past end, each built
+ * as make(subject, hdr, data). Raises ValueError("entry truncated") past end, and the
+ * UnicodeDecodeError of a subject that is not UTF-8 (surrogatepass), as the Python walk does. */
+static PyObject *decode_msgs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 5 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "decode_msgs(buf: bytes, pos, end, count, make)");
+        return NULL;
+    }
+    const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    if (end == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t count = PyLong_AsSsize_t(args[3]);
+    if (count == -1 && PyErr_Occurred()) return NULL;
+    PyObject *make = args[4];
+    if (pos < 0 || end < pos || end > PyBytes_GET_SIZE(args[0]) || count < 0) {
+        PyErr_SetString(PyExc_ValueError, "decode_msgs: bad bounds");
+        return NULL;
+    }
+    /* each message takes at least MSG_LENS_BYTES: a count beyond that is truncated anyway, and
+       the list is not allocated for it */
+    PyObject *msgs = PyList_New(0);
+    if (msgs == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (end - pos < MSG_LENS_BYTES) goto truncated;
+        uint64_t subject_len = get_u32be(buf + pos), hdr_len = get_u32be(buf + pos + 4),
+                 data_len = get_u32be(buf + pos + 8);
+        Py_ssize_t subject_at = pos + MSG_LENS_BYTES;
+        if ((uint64_t)(end - subject_at) < subject_len + hdr_len + data_len) goto truncated;
+        Py_ssize_t hdr_at = subject_at + (Py_ssize_t)subject_len;
+        Py_ssize_t data_at = hdr_at + (Py_ssize_t)hdr_len;
+        pos = data_at + (Py_ssize_t)data_len;
+        PyObject *subject =
+            PyUnicode_DecodeUTF8((const char *)buf + subject_at, (Py_ssize_t)subject_len,
+                                 "surrogatepass");
+        if (subject == NULL) goto fail;
+        PyObject *hdr = PyBytes_FromStringAndSize((const char *)buf + hdr_at, (Py_ssize_t)hdr_len);
+        PyObject *data =
+            PyBytes_FromStringAndSize((const char *)buf + data_at, (Py_ssize_t)data_len);
+        PyObject *msg = NULL;
+        if (hdr != NULL && data != NULL) {
+            PyObject *make_args[3] = {subject, hdr, data};
+            msg = PyObject_Vectorcall(make, make_args, 3, NULL);
+        }
+        Py_DECREF(subject);
+        Py_XDECREF(hdr);
+        Py_XDECREF(data);
+        if (msg == NULL) goto fail;
+        int appended = PyList_Append(msgs, msg);
+        Py_DECREF(msg);
+        if (appended < 0) goto fail;
+    }
+    PyObject *next = PyLong_FromSsize_t(pos);
+    if (next == NULL) goto fail;
+    PyObject *result = PyTuple_Pack(2, msgs, next);
+    Py_DECREF(msgs);
+    Py_DECREF(next);
+    return result;
+truncated:
+    PyErr_SetString(PyExc_ValueError, "entry truncated");
+fail:
+    Py_DECREF(msgs);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"append_msg", (PyCFunction)(void (*)(void))append_msg, METH_FASTCALL,
      "append_msg(buf, msg) -> int: append the MSG record of msg to buf; its length in bytes."},
+    {"decode_msgs", (PyCFunction)(void (*)(void))decode_msgs, METH_FASTCALL,
+     "decode_msgs(buf, pos, end, count, make) -> (list, next_pos): an entry's messages."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     .m_base = PyModuleDef_HEAD_INIT,
-    .m_name = "engine._records_c",
-    .m_doc = "The file store's MSG record encoder in C.",
+    .m_name = "engine._codec_c",
+    .m_doc = "The engine's per-message byte codecs in C.",
     .m_size = -1,
     .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__records_c(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__codec_c(void) { return PyModule_Create(&module); }

@@ -1,0 +1,13 @@
+# The C forms of engine.records' MSG encoder and engine.entries' message walk; present only in the
+# native build (engine/_codec_c.c).
+from collections.abc import Callable
+from typing import TypeVar
+
+from engine.store import StoredMsg
+
+_M = TypeVar("_M")
+
+def append_msg(buf: bytearray, msg: StoredMsg, /) -> int: ...
+def decode_msgs(
+    buf: bytes, pos: int, end: int, count: int, make: Callable[[str, bytes, bytes], _M], /
+) -> tuple[list[_M], int]: ...
