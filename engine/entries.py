@@ -248,16 +248,22 @@ def _enc_upstream_msgs(parts: list[bytes], msgs: tuple[MirroredMsg, ...]) -> Non
         parts += (_MIRRORED_HEAD.pack(msg.seq, msg.ts_ns), lens, subject, msg.hdr, msg.data)
 
 
+def _enc_inbound_msgs(parts: list[bytes], msgs: tuple[InboundMsg, ...]) -> None:
+    """The messages of a publish or batch entry, as ``_dec_inbound_msgs`` reads them back."""
+    append = parts.append
+    for msg in msgs:
+        subject = msg.subject.encode(STR_ENCODING, STR_ERRORS)
+        append(_MSG_LENS.pack(len(subject), len(msg.hdr), len(msg.data)))
+        append(subject)
+        append(msg.hdr)
+        append(msg.data)
+
+
 def _body(entry: Entry) -> tuple[int, bytes]:
     if isinstance(entry, PublishEntry):
         _check_i64(entry.ts_ns, "ts_ns")
         parts = [_PUBLISH_HEAD.pack(entry.ts_ns, len(entry.msgs))]
-        for msg in entry.msgs:
-            subject = msg.subject.encode(STR_ENCODING, STR_ERRORS)
-            parts.append(_MSG_LENS.pack(len(subject), len(msg.hdr), len(msg.data)))
-            parts.append(subject)
-            parts.append(msg.hdr)
-            parts.append(msg.data)
+        _enc_inbound_msgs(parts, entry.msgs)
         return TYPE_PUBLISH, b"".join(parts)
     if isinstance(entry, DeleteMsgEntry):
         _check_i64(entry.ts_ns, "ts_ns")
@@ -279,10 +285,7 @@ def _body(entry: Entry) -> tuple[int, bytes]:
         _check_i64(entry.ts_ns, "ts_ns")
         head = _I64.pack(entry.ts_ns) + _enc_str(entry.batch_id)
         parts = [head, _BATCH_TAIL.pack(1 if entry.eob else 0, len(entry.msgs))]
-        for msg in entry.msgs:
-            subject = msg.subject.encode(STR_ENCODING, STR_ERRORS)
-            parts += (_MSG_LENS.pack(len(subject), len(msg.hdr), len(msg.data)), subject)
-            parts += (msg.hdr, msg.data)
+        _enc_inbound_msgs(parts, entry.msgs)
         return TYPE_BATCH_COMMIT, b"".join(parts)
     if isinstance(entry, MirrorEntry):
         _check_i64(entry.ts_ns, "ts_ns")
