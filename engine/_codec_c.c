@@ -14,8 +14,14 @@
  *   total_len u32 | version u8 | type u8 | reserved u16 | seq u64 | header_crc u32
  *   ts_ns i64 | subject_len u16 | hdr_len u32 | subject | hdr | data | crc u32
  *
+ * For a StoredMsg as the store builds one (int seq and ts_ns in range, a str subject, bytes
+ * header and data) it refuses what the Python encoder refuses (an empty or over-long subject, a
+ * record over 4 GiB: AssertionError) and writes the same bytes otherwise. Other ill-typed input
+ * is refused too, not always with the exception type the Python form would raise (an
+ * out-of-range seq: OverflowError here, struct.error there).
+ *
  * Must never: write anything but a whole record (every check happens before the buffer grows),
- * or accept a record the Python encoder would refuse.
+ * or store a message the Python encoder would refuse.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -16,6 +16,7 @@
 #define _GNU_SOURCE /* memmem */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <string.h>
 
 #define SIZE_DIGITS_MAX 9 /* the patterns' [0-9]{1,9} */
@@ -44,6 +45,16 @@ static PyObject *decode(const unsigned char *p, Py_ssize_t n) {
     return s;
 }
 
+/* An int argument as a long long, saturated at its bounds instead of raising: a limit configured
+ * above 2^63 is no limit here, as it is none to the Python comparison. */
+static int clamped(PyObject *value, long long *out) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (v == -1 && !overflow && PyErr_Occurred()) return -1;
+    *out = overflow > 0 ? LLONG_MAX : (overflow < 0 ? LLONG_MIN : v);
+    return 0;
+}
+
 /* scan_pub(buf: bytes, pos: int, with_headers: bool, max_payload: int, max_control_line: int)
  *   -> (subject, reply | None, hdr | None, payload, next_pos) | None */
 static PyObject *scan_pub(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -53,19 +64,20 @@ static PyObject *scan_pub(PyObject *self, PyObject *const *args, Py_ssize_t narg
                         "scan_pub(buf: bytes, pos, with_headers, max_payload, max_control_line)");
         return NULL;
     }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    if (pos == -1 && PyErr_Occurred()) return NULL;
+    long long pos_arg, max_payload, max_control_line;
+    if (clamped(args[1], &pos_arg) < 0 || clamped(args[3], &max_payload) < 0 ||
+        clamped(args[4], &max_control_line) < 0)
+        return NULL;
     int with_headers = PyObject_IsTrue(args[2]);
     if (with_headers < 0) return NULL;
-    long long max_payload = PyLong_AsLongLong(args[3]);
-    if (max_payload == -1 && PyErr_Occurred()) return NULL;
-    long long max_control_line = PyLong_AsLongLong(args[4]);
-    if (max_control_line == -1 && PyErr_Occurred()) return NULL;
 
     const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(args[0]);
     Py_ssize_t len = PyBytes_GET_SIZE(args[0]);
+    /* a position outside the buffer is taken as re.match takes it: below 0 as 0, past the end
+       as the end */
+    Py_ssize_t pos = pos_arg < 0 ? 0 : (pos_arg > (long long)len ? len : (Py_ssize_t)pos_arg);
     Py_ssize_t op_len = with_headers ? 5 : 4; /* "HPUB " or "PUB " */
-    if (pos < 0 || len - pos < op_len) Py_RETURN_NONE;
+    if (len - pos < op_len) Py_RETURN_NONE;
     if (memcmp(buf + pos, with_headers ? "HPUB " : "PUB ", (size_t)op_len) != 0) Py_RETURN_NONE;
 
     /* fields: runs of token bytes separated by exactly one space, ended by CRLF */
@@ -104,7 +116,10 @@ static PyObject *scan_pub(PyObject *self, PyObject *const *args, Py_ssize_t narg
         if (fields == 3) reply_field = 1;
     }
     Py_ssize_t end = line_end + total;
-    if (!(hdr_len <= total && total <= max_payload && line_end - pos <= max_control_line &&
+    /* the control line's length counts from the position asked (below 0 too, as the Python
+       comparison does); 128-bit so that no saturated bound can overflow it */
+    __int128 line_len = (__int128)line_end - (__int128)pos_arg;
+    if (!(hdr_len <= total && total <= max_payload && line_len <= (__int128)max_control_line &&
           len > end + 1 && buf[end] == '\r' && buf[end + 1] == '\n'))
         Py_RETURN_NONE; /* the Python parser answers these (a limit, or more data needed) */
 

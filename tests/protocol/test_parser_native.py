@@ -62,8 +62,9 @@ def pub_bytes(draw: st.DrawFn) -> bytes:
     buf=st.one_of(pub_bytes(), pub_bytes(), st.binary(max_size=60)),
     prefix=st.binary(max_size=4),
     other_op=st.integers(0, 9),
-    max_payload=st.sampled_from([0, 5, 20, 1 << 20]),
-    max_control_line=st.sampled_from([4, 12, 30, 4096]),
+    # up to limits no C integer holds: a configured limit can be any integer
+    max_payload=st.sampled_from([0, 5, 20, 1 << 20, 2**63 - 1, 2**63, 2**70]),
+    max_control_line=st.sampled_from([4, 12, 30, 4096, 2**63, 2**70]),
 )
 def test_the_c_scan_answers_as_the_python_fast_path(
     buf: bytes, prefix: bytes, other_op: int, max_payload: int, max_control_line: int
@@ -72,7 +73,7 @@ def test_the_c_scan_answers_as_the_python_fast_path(
     data = prefix + buf
     # the parser asks for HPUB when the line starts with "H" (mostly so here, not always)
     with_headers = buf.startswith(b"H") != (other_op == 0)
-    for pos in (0, len(prefix)):
+    for pos in (0, len(prefix), -1 - len(prefix), len(data) + 1):  # outside: as re.match
         args = (data, pos, with_headers, max_payload, max_control_line)
         assert native(*args) == parser._scan_pub_py(*args)
 
