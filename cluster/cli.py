@@ -165,7 +165,13 @@ def _read_config(path: str | None) -> ConfMap:
     return conf
 
 
-def _int_option(conf: ConfMap, key: str, minimum: int = 0) -> int | None:
+# nats-server keeps max_payload and max_control_line in 32-bit integers and refuses larger ones
+PROTOCOL_LIMIT_MAX = 2**31 - 1
+
+
+def _int_option(
+    conf: ConfMap, key: str, minimum: int = 0, maximum: int | None = None
+) -> int | None:
     if key not in conf:
         return None
     value = conf[key]
@@ -174,6 +180,8 @@ def _int_option(conf: ConfMap, key: str, minimum: int = 0) -> int | None:
             f"jetraft: config line {conf.line_of(key)}: {key} must be an integer >= {minimum}, "
             f"not {value!r}"
         )
+    if maximum is not None and value > maximum:
+        raise SystemExit(f"jetraft: config line {conf.line_of(key)}: {key} value is too big")
     return value
 
 
@@ -283,8 +291,9 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
         # nats-server: -js turns it on whatever the config says; without it, the config decides
         jetstream=bool(getattr(args, "jetstream", False)) or js_enabled,
     )
-    if "max_payload" in conf:
-        opts.max_payload = int(conf["max_payload"])
+    max_payload = _int_option(conf, "max_payload", 0, PROTOCOL_LIMIT_MAX)
+    if max_payload:  # 0: the default, as in nats-server
+        opts.max_payload = max_payload
     if "ping_interval" in conf:
         opts.ping_interval_s = _seconds(conf["ping_interval"])
     if "ping_max" in conf:
@@ -326,9 +335,14 @@ def _limit_options(conf: ConfMap, opts: ServerOptions) -> None:
     value = _int_option(conf, "max_pending", 1)
     if value is not None:
         opts.max_pending = value
-    value = _int_option(conf, "max_control_line", 1)
+    value = _int_option(conf, "max_control_line", 1, PROTOCOL_LIMIT_MAX)
     if value is not None:
         opts.max_control_line = value
+    if opts.max_payload > opts.max_pending:
+        raise SystemExit(
+            f"jetraft: max_payload ({opts.max_payload}) cannot be higher than max_pending "
+            f"({opts.max_pending})"
+        )
     if "write_deadline" in conf:
         deadline = _seconds(conf["write_deadline"])
         if deadline <= 0:

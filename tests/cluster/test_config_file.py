@@ -95,5 +95,37 @@ def test_cluster_needs_a_name_and_valid_urls(tmp_path: Path) -> None:
         options_from(_args(config=str(conf), cluster_name="c", routes="nats://nohost"))
 
 
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("max_payload: 2147483648\n", "max_payload value is too big"),
+        ("max_control_line: 2147483648\n", "max_control_line value is too big"),
+        ("max_payload: 2MB\nmax_pending: 1MB\n", r"max_payload \(2097152\) cannot be higher"),
+        ("max_payload: 128MB\n", r"cannot be higher than max_pending \(67108864\)"),
+        ("max_payload: -1\n", "max_payload must be an integer >= 0"),
+    ],
+)
+def test_protocol_limits_are_refused_as_nats_server_refuses_them(
+    tmp_path: Path, text: str, error: str
+) -> None:
+    conf = tmp_path / "l.conf"
+    conf.write_text(text)
+    with pytest.raises(SystemExit, match=error):
+        options_from(_args(config=str(conf)))
+
+
+def test_protocol_limits_within_bounds_are_taken(tmp_path: Path) -> None:
+    conf = tmp_path / "l.conf"
+    conf.write_text("max_payload: 8MB\nmax_pending: 16MB\nmax_control_line: 2147483647\n")
+    opts = options_from(_args(config=str(conf)))
+    assert (opts.max_payload, opts.max_pending, opts.max_control_line) == (
+        8 * 1024 * 1024,
+        16 * 1024 * 1024,
+        2**31 - 1,
+    )
+    conf.write_text("max_payload: 0\n")  # nats-server: 0 is the default
+    assert options_from(_args(config=str(conf))).max_payload == 1024 * 1024
+
+
 def test_standalone_without_cluster_block() -> None:
     assert not options_from(_args()).clustered
