@@ -71,24 +71,19 @@ def _build_locked(mypycify: Any, distribution: Any, extension: Any) -> bool:
     try:
         # a cache of its own: the project's .mypy_cache may be in use by a concurrent `mypy`
         cache = ["--cache-dir", str(BUILD_TEMP_DIR / "mypy-cache")]
-        extensions = mypycify([*cache, *files], opt_level="3", target_dir=str(BUILD_TEMP_DIR))
-        extensions += [
-            extension(name, [source], libraries=list(libraries), extra_compile_args=["-O3"])
-            for name, source, libraries in C_EXTENSIONS
-        ]
-        dist = distribution({"name": "jetraft-native", "ext_modules": extensions})
-        cmd = dist.get_command_obj("build_ext")
-        cmd.build_lib = str(FRESH_DIR)
-        cmd.build_temp = str(BUILD_TEMP_DIR)
-        cmd.parallel = os.cpu_count() or 1
-        dist.run_command("build_ext")
+        _build_ext(
+            distribution,
+            mypycify([*cache, *files], opt_level="3", target_dir=str(BUILD_TEMP_DIR)),
+        )
+        c_built = _build_c_extensions(distribution, extension)
     except (Exception, SystemExit) as exc:  # a compiler error, no compiler, a mypyc error
         print(f"native build failed ({exc!r}); pure Python is used", file=sys.stderr)
         shutil.rmtree(FRESH_DIR, ignore_errors=True)
         return False
     finally:
         os.chdir(cwd)
-    (FRESH_DIR / MANIFEST_NAME).write_text(json.dumps(manifest_for(FRESH_DIR, sources), indent=1))
+    manifest = manifest_for(FRESH_DIR, sources, c_built)
+    (FRESH_DIR / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1))
     shutil.rmtree(OLD_DIR, ignore_errors=True)
     if NATIVE_DIR.exists():
         NATIVE_DIR.rename(OLD_DIR)
@@ -96,6 +91,37 @@ def _build_locked(mypycify: Any, distribution: Any, extension: Any) -> bool:
     shutil.rmtree(OLD_DIR, ignore_errors=True)
     print(f"compiled: {decide(NATIVE_DIR, {})[1]}")
     return True
+
+
+def _build_ext(distribution: Any, extensions: list[Any]) -> None:
+    dist = distribution({"name": "jetraft-native", "ext_modules": extensions})
+    cmd = dist.get_command_obj("build_ext")
+    cmd.build_lib = str(FRESH_DIR)
+    cmd.build_temp = str(BUILD_TEMP_DIR)
+    cmd.parallel = os.cpu_count() or 1
+    dist.run_command("build_ext")
+
+
+def _build_c_extensions(distribution: Any, extension: Any) -> list[str]:
+    """Each C extension on its own, after the mypyc modules: one that does not build (zlib's
+    header missing, say) is left out and its module keeps its Python function, while the rest
+    of the build is still used. The names of those built, in C_EXTENSIONS order."""
+    built = []
+    for name, source, libraries in C_EXTENSIONS:
+        try:
+            ext = extension(name, [source], libraries=list(libraries), extra_compile_args=["-O3"])
+            _build_ext(distribution, [ext])
+        except (Exception, SystemExit) as exc:
+            print(
+                f"C extension {name} not built ({exc!r}): its Python form is used", file=sys.stderr
+            )
+            for leftover in FRESH_DIR.joinpath(*name.split(".")).parent.glob(
+                name.split(".")[-1] + ".*"
+            ):
+                leftover.unlink()
+            continue
+        built.append(name)
+    return built
 
 
 def main(argv: list[str] | None = None) -> int:

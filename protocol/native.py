@@ -23,7 +23,7 @@ import json
 import os
 import sys
 import sysconfig
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -59,6 +59,7 @@ C_EXTENSIONS: Final = (
     ("engine._codec_c", "engine/_codec_c.c", ("z",)),
     ("protocol._parser_c", "protocol/_parser_c.c", ()),
 )
+C_EXTENSION_NAMES: Final = tuple(name for name, _source, _libraries in C_EXTENSIONS)
 PURE_PYTHON_ENV: Final = "JETRAFT_PURE_PYTHON"
 PROJECT_ROOT: Final = Path(__file__).resolve().parent.parent
 NATIVE_DIR: Final = PROJECT_ROOT / "build" / "native"
@@ -95,12 +96,11 @@ def extension_sizes(native_dir: Path) -> dict[str, int]:
     }
 
 
-def expected_extensions() -> set[str]:
-    """The module extensions a build of COMPILED_MODULES and C_EXTENSIONS holds (besides the
-    shared runtime)."""
+def expected_extensions(c_built: Sequence[str] = C_EXTENSION_NAMES) -> set[str]:
+    """The module extensions a build of COMPILED_MODULES and of the C extensions ``c_built``
+    holds (besides the shared runtime)."""
     suffix = str(sysconfig.get_config_var("EXT_SUFFIX"))
-    modules = [*COMPILED_MODULES, *(name for name, _source, _libraries in C_EXTENSIONS)]
-    return {"/".join(m.split(".")) + suffix for m in modules}
+    return {"/".join(m.split(".")) + suffix for m in (*COMPILED_MODULES, *c_built)}
 
 
 def build_tag() -> str:
@@ -108,12 +108,15 @@ def build_tag() -> str:
     return f"{sys.implementation.cache_tag}{sysconfig.get_config_var('EXT_SUFFIX')}"
 
 
-def manifest_for(native_dir: Path, sources: dict[str, str]) -> dict[str, object]:
-    """What a finished build in ``native_dir`` of ``sources`` records about itself."""
+def manifest_for(
+    native_dir: Path, sources: dict[str, str], c_built: Sequence[str] = C_EXTENSION_NAMES
+) -> dict[str, object]:
+    """What a finished build in ``native_dir`` of ``sources`` records about itself (``c_built``:
+    the C extensions it holds; one that did not compile is left out, its Python form used)."""
     return {
         "build_tag": build_tag(),
         "modules": list(COMPILED_MODULES),
-        "c_extensions": [name for name, _source, _libraries in C_EXTENSIONS],
+        "c_extensions": list(c_built),
         "sources": sources,
         "extensions": extension_sizes(native_dir),
     }
@@ -127,10 +130,11 @@ def decide(native_dir: Path, environ: Mapping[str, str]) -> tuple[bool, str]:
         manifest = json.loads((native_dir / MANIFEST_NAME).read_text())
         if not isinstance(manifest, dict) or manifest.get("build_tag") != build_tag():
             return False, f"{native_dir} was compiled for another Python"
-        c_extensions = [name for name, _source, _libraries in C_EXTENSIONS]
+        c_built = manifest.get("c_extensions")
         if (
             manifest.get("modules") != list(COMPILED_MODULES)
-            or manifest.get("c_extensions") != c_extensions
+            or not isinstance(c_built, list)
+            or c_built != [name for name in C_EXTENSION_NAMES if name in c_built]
         ):
             return False, f"{native_dir} holds another module list (make rebuilds)"
         sources = manifest.get("sources")
@@ -142,12 +146,14 @@ def decide(native_dir: Path, environ: Mapping[str, str]) -> tuple[bool, str]:
             return False, f"sources changed since the build: {shown} (make rebuilds)"
         # a damaged (cut short) or foreign extension would crash the import, not fall back
         extensions = extension_sizes(native_dir)
-        if extensions != manifest.get("extensions") or not expected_extensions() <= set(extensions):
+        expected = expected_extensions(c_built)
+        if extensions != manifest.get("extensions") or not expected <= set(extensions):
             return False, f"{native_dir} holds other extensions than it built (make rebuilds)"
     except (OSError, ValueError):
         return False, "no compiled build (make builds it; pure Python behaves the same)"
     return True, (
-        f"{len(COMPILED_MODULES)} modules compiled with mypyc, {len(C_EXTENSIONS)} C extension(s)"
+        f"{len(COMPILED_MODULES)} modules compiled with mypyc, {len(c_built)} of"
+        f" {len(C_EXTENSIONS)} C extensions"
     )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from protocol import native
 from protocol.native import (
+    C_EXTENSION_NAMES,
     C_EXTENSIONS,
     COMPILED_MODULES,
     MANIFEST_NAME,
@@ -19,17 +20,22 @@ from protocol.native import (
 )
 
 SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
-BUILT = (*COMPILED_MODULES, *(name for name, _source, _libraries in C_EXTENSIONS))
+BUILT = (*COMPILED_MODULES, *C_EXTENSION_NAMES)
 
 
-def _build(directory: Path, modules: tuple[str, ...] = BUILT) -> None:
-    """A stand-in build: an extension file per module, the shared runtime, the manifest."""
+def _build(
+    directory: Path,
+    modules: tuple[str, ...] = BUILT,
+    c_built: tuple[str, ...] = C_EXTENSION_NAMES,
+) -> None:
+    """A stand-in build: an extension file per module, the shared runtime, the manifest (which
+    names ``c_built`` as the C extensions built)."""
     for module in modules:
         path = directory.joinpath(*module.split(".")).with_name(module.split(".")[-1] + SUFFIX)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"compiled " + module.encode())
     (directory / f"runtime__mypyc{SUFFIX}").write_bytes(b"runtime")
-    manifest = manifest_for(directory, source_hashes())
+    manifest = manifest_for(directory, source_hashes(), c_built)
     (directory / MANIFEST_NAME).write_text(json.dumps(manifest))
 
 
@@ -71,10 +77,26 @@ def test_an_edit_to_a_c_source_turns_it_off(tmp_path: Path) -> None:
     assert not compiled and C_EXTENSIONS[0][1] in why
 
 
-def test_a_build_without_a_c_extension_is_not_used(tmp_path: Path) -> None:
+def test_a_build_missing_a_c_extension_its_manifest_names_is_not_used(tmp_path: Path) -> None:
     _build(tmp_path, COMPILED_MODULES)
     compiled, why = decide(tmp_path, {})
     assert not compiled and "other extensions" in why
+
+
+def test_a_build_whose_c_extension_did_not_compile_is_used_without_it(tmp_path: Path) -> None:
+    """One C extension failing (zlib's header missing, say) costs only that function's speed:
+    the mypyc modules and the other C extensions are still used."""
+    first, *rest = C_EXTENSION_NAMES
+    _build(tmp_path, (*COMPILED_MODULES, *rest), tuple(rest))
+    compiled, why = decide(tmp_path, {})
+    assert compiled and f"{len(rest)} of {len(C_EXTENSION_NAMES)} C extensions" in why
+    manifest = _manifest(tmp_path)
+    for listed in ([*rest, "engine._other_c"], [*reversed(C_EXTENSION_NAMES)], "all"):
+        manifest["c_extensions"] = listed  # names no build of these sources can hold
+        (tmp_path / MANIFEST_NAME).write_text(json.dumps(manifest))
+        compiled, why = decide(tmp_path, {})
+        assert not compiled and "another module list" in why, listed
+    assert first not in rest
 
 
 def test_extensions_other_than_built_turn_it_off(tmp_path: Path) -> None:
