@@ -78,6 +78,20 @@ def _scan_pub_py(
     m = (_HPUB_STRICT_RE if with_headers else _PUB_STRICT_RE).match(buf, pos)
     if m is None:
         return None
+    return _complete_pub(m, buf, pos, with_headers, max_payload, max_control_line)
+
+
+def _complete_pub(
+    m: re.Match[bytes],
+    buf: bytes,
+    pos: int,
+    with_headers: bool,
+    max_payload: int,
+    max_control_line: int,
+) -> ScannedPub | None:
+    """A PUB/HPUB control line matched at ``pos`` (by the strict or the general pattern, whose
+    groups are the same) as the fast path answers it: within the limits and with its payload and
+    CRLF all in ``buf``, else None."""
     groups = m.groups()
     hdr_len = int(groups[2]) if with_headers else 0
     total = int(groups[3] if with_headers else groups[2])
@@ -386,40 +400,21 @@ class ClientParser(ReceiveBuffer):
             # Fast path: a well-formed PUB or HPUB whose payload is already here (the strict
             # form first: what clients send, scanned faster than the general pattern matches).
             first = buf[pos] if pos < len(buf) else 0
-            m: re.Match[bytes] | None = None
-            with_headers = False
-            if self._skip_op:
-                pass
-            elif first == _UPPER_P or (first == _UPPER_H and self.headers_enabled):
+            if not self._skip_op and (
+                first == _UPPER_P or (first == _UPPER_H and self.headers_enabled)
+            ):
                 with_headers = first == _UPPER_H
-                found = _scan_pub(buf, pos, with_headers, self.max_payload, self.max_control_line)
+                max_payload, max_line = self.max_payload, self.max_control_line
+                found = _scan_pub(buf, pos, with_headers, max_payload, max_line)
+                if found is None:
+                    m = (_HPUB_RE if with_headers else _PUB_RE).match(buf, pos)
+                    if m is not None:
+                        found = _complete_pub(m, buf, pos, with_headers, max_payload, max_line)
+                        if found is None:
+                            return self._matched_pub(m, buf, with_headers)
                 if found is not None:
                     self._pos = found[4]
                     return Pub(found[0], found[1], found[2], found[3])
-                m = (_HPUB_RE if with_headers else _PUB_RE).match(buf, pos)
-            if m is not None:
-                groups = m.groups()
-                subj_b, reply_b = groups[0], groups[1]
-                hdr_len = int(groups[2]) if with_headers else 0
-                total = int(groups[3] if with_headers else groups[2])
-                start = m.end()
-                end = start + total
-                if (
-                    hdr_len <= total <= self.max_payload
-                    and start - pos <= self.max_control_line
-                    and len(buf) > end + 1
-                    and buf[end] == _CR
-                    and buf[end + 1] == _NL
-                ):
-                    self._pos = end + 2
-                    split = start + hdr_len
-                    return Pub(
-                        subj_b.decode("utf-8", "surrogateescape"),
-                        None if reply_b is None else reply_b.decode("utf-8", "surrogateescape"),
-                        buf[start:split] if hdr_len > 0 else None,
-                        buf[split:end],
-                    )
-                return self._matched_pub(m, buf, with_headers)
             nl = buf.find(b"\n", pos)
             if nl < 0:
                 if not self._chunks:
