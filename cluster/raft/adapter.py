@@ -282,6 +282,20 @@ class SyncObjCore(SyncObj):  # type: ignore[misc]  # pysyncobj is untyped
             return None  # no-ops (elections); membership changes are not used
         return self._apply_fn(self.raftLastApplied + 1, command[1:])
 
+    def _SyncObj__applyLogEntries(self) -> bool:
+        """A leader whose commit index just moved tells the followers first, then applies.
+        pysyncobj applies and only then sends the append that carries the new commit index, so
+        a follower began its own apply of an entry once the leader had finished it: on a busy
+        node (a 1,000-message batch applies for milliseconds) the replicas' applies ran one
+        after the other and then held up the next entry's replication. Whether anything more
+        goes out after the apply is pysyncobj's own rule (a heartbeat when it is due)."""
+        if self._isLeader() and self.raftCommitIndex > self.raftLastApplied:
+            self._SyncObj__sendAppendEntries()
+            self._transport.transport.flush()  # now, not at the end of the loop turn
+            SyncObj._SyncObj__applyLogEntries(self)
+            return False
+        return bool(SyncObj._SyncObj__applyLogEntries(self))
+
     def _checkCommandsToApply(self) -> None:
         """Proposals are appended by the leader or refused — never forwarded. pysyncobj hands a
         queued command to the new leader when this node lost leadership before appending it; a

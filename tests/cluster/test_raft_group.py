@@ -372,3 +372,56 @@ def test_a_group_opens_no_wakeup_pipe_and_still_answers_appends(tmp_path: Path) 
         assert [m["next_node_idx"] for _p, _g, m in routes.sent] == [4]
     finally:
         group.close()
+
+
+class _FlushCountingRoutes(_Routes):
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushes = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+
+async def test_a_leader_tells_the_followers_the_new_commit_index_before_it_applies(
+    tmp_path: Path,
+) -> None:
+    """The append carrying a new commit index is written to the followers before the leader's
+    own apply of the committed entry starts: the replicas apply side by side, not one after the
+    other (a large batch takes milliseconds to apply)."""
+    routes = _FlushCountingRoutes()
+    seen_at_apply: list[tuple[int, list[tuple[str, int]], int]] = []
+
+    def apply(index: int, _payload: bytes) -> None:
+        told = [
+            (peer, int(m["commit_index"]))
+            for peer, _g, m in routes.sent
+            if m["type"] == "append_entries"
+        ]
+        seen_at_apply.append((index, told, routes.flushes))
+
+    group = RaftGroup("S.E", "n1", ["n1", "n2", "n3"], tmp_path / "E", routes, _Driver(), apply)
+    driver = RaftDriver()
+    driver.add(group)
+    try:
+        for peer in ("n2", "n3"):
+            driver.on_peer_up(peer)
+        group.core.become_leader()
+        assert group.is_leader
+        future = group.propose(b"payload")
+        driver.tick_all([group])  # appended here (and synced), sent to n2 and n3
+        index = group.last_log_index
+        assert index > group.commit_index
+        routes.sent.clear()
+        flushes_before = routes.flushes
+        reply = {"type": "next_node_idx", "next_node_idx": index + 1}
+        driver.on_raft("n2", "S.E", reply | {"reset": False, "success": True})
+        driver.tick_all([group])  # n1 and n2 hold it: committed, then applied here
+        assert future.done() and future.exception() is None
+        applied = [entry for entry in seen_at_apply if entry[0] == index]
+        assert len(applied) == 1
+        _index, told, flushes = applied[0]
+        assert sorted(peer for peer, commit in told if commit >= index) == ["n2", "n3"]
+        assert flushes > flushes_before
+    finally:
+        await driver.close()
