@@ -35,6 +35,7 @@ from engine.direct_get import (
     try_direct_get,
 )
 from engine.stream import Stream
+from protocol.headers import holds
 
 # A Direct Get request carrying this header (any value; nats-server ignores it) gets the name of
 # the node that answered in the same header of each reply: how the chaos harness and Spark tell
@@ -154,7 +155,7 @@ class DirectGetResponder:
     # --- internals ------------------------------------------------------------------------
     def _send(self, reply: str, hdr: bytes | None, replies: list[DirectReply]) -> None:
         publish = self._router.publish
-        tag = hdr is not None and _SERVED_BY_HEADER_BYTES in hdr
+        tag = hdr is not None and holds(hdr, _SERVED_BY_HEADER_BYTES)
         for r in replies:
             publish(reply, None, _with_served_by(r.hdr, self.served_by) if tag else r.hdr, r.data)
 

@@ -57,6 +57,7 @@ from engine.stream import Stream
 from protocol import api_json
 from protocol import errors as E
 from protocol.errors import ApiError
+from protocol.headers import holds
 from protocol.models import StreamConfig
 
 log = logging.getLogger("jetraft.stream")
@@ -300,7 +301,7 @@ class StreamHost(Generic[Log_co]):
 
     # --- ingest and proposals -----------------------------------------------------------
     def _ingest(self, subject: str, reply: str | None, hdr: bytes | None, payload: bytes) -> None:
-        if hdr and _BATCH_ID_KEY in hdr:
+        if hdr and holds(hdr, _BATCH_ID_KEY):
             batch_id = batch_id_of(hdr)
             if batch_id:  # an empty Nats-Batch-Id is a plain publish (probed)
                 self._ingest_batch_msg(InboundMsg(subject, hdr, payload), reply, batch_id)

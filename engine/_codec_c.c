@@ -20,6 +20,8 @@
  * is refused too, not always with the exception type the Python form would raise (an
  * out-of-range seq: OverflowError here, struct.error there).
  *
+ * Also ``set_untracked``, which keeps the messages a store holds away from the cycle collector.
+ *
  * Must never: write anything but a whole record (every check happens before the buffer grows),
  * or store a message the Python encoder would refuse.
  */
@@ -227,11 +229,44 @@ fail:
     return NULL;
 }
 
+/* An object the cycle collector can skip: exact str, bytes, int, float, bool or None. */
+static int is_atomic(PyObject *o) {
+    return o == Py_None || PyUnicode_CheckExact(o) || PyBytes_CheckExact(o) || PyLong_CheckExact(o) ||
+           PyBool_Check(o) || PyFloat_CheckExact(o);
+}
+
+/* set_untracked(mapping, key, value): ``mapping[key] = value``, and a value that is a tuple, or
+ * an instance of a tuple subclass without a __dict__ (a NamedTuple such as StoredMsg), whose items
+ * are all atomic is first taken off the cycle collector's lists: it cannot be part of a reference
+ * cycle. CPython does the same for a plain tuple, but only at its first collection and never for
+ * a subclass, so each message kept by the read cache, the memory store or the index was traversed
+ * by collections while it lived. (A function that returned the value untracked would not do: the
+ * compiled callers rebuild a typed tuple when they store it.) */
+static PyObject *set_untracked(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "set_untracked(mapping, key, value) takes 3 arguments");
+        return NULL;
+    }
+    PyObject *value = args[2];
+    if (PyTuple_Check(value) && Py_TYPE(value)->tp_dictoffset == 0 &&
+        PyObject_GC_IsTracked(value)) {
+        Py_ssize_t n = PyTuple_GET_SIZE(value);
+        Py_ssize_t i = 0;
+        while (i < n && is_atomic(PyTuple_GET_ITEM(value, i))) i++;
+        if (i == n) PyObject_GC_UnTrack(value);
+    }
+    if (PyObject_SetItem(args[0], args[1], value) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"append_msg", (PyCFunction)(void (*)(void))append_msg, METH_FASTCALL,
      "append_msg(buf, msg) -> int: append the MSG record of msg to buf; its length in bytes."},
     {"decode_msgs", (PyCFunction)(void (*)(void))decode_msgs, METH_FASTCALL,
      "decode_msgs(buf, pos, end, count, make) -> (list, next_pos): an entry's messages."},
+    {"set_untracked", (PyCFunction)(void (*)(void))set_untracked, METH_FASTCALL,
+     "set_untracked(mapping, key, value): mapping[key] = value, an atomic tuple untracked."},
     {NULL, NULL, 0, NULL},
 };
 

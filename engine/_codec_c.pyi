@@ -1,13 +1,16 @@
 # The C forms of engine.records' MSG encoder and engine.entries' message walk; present only in the
 # native build (engine/_codec_c.c).
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import TypeVar
 
 from engine.store import StoredMsg
 
 _M = TypeVar("_M")
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 def append_msg(buf: bytearray, msg: StoredMsg, /) -> int: ...
 def decode_msgs(
     buf: bytes, pos: int, end: int, count: int, make: Callable[[str, bytes, bytes], _M], /
 ) -> tuple[list[_M], int]: ...
+def set_untracked(mapping: MutableMapping[_K, _V], key: _K, value: _V, /) -> None: ...

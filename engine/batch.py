@@ -37,7 +37,7 @@ from protocol import errors
 from protocol.errors import ApiError
 from protocol.goconv import INT64_MAX, INT64_MIN, go_lower, parse_int64_as_uint64
 from protocol.gojson import go_quote
-from protocol.headers import get_header, remove_header
+from protocol.headers import get_header, holds, remove_header
 from protocol.models import StreamConfig
 
 # ---------------------------------------------------------------------------------- headers
@@ -275,7 +275,7 @@ class BatchStager:
         if commit_value is not None and not eob and commit_value != COMMIT_STORE:
             self._drop(batch_id)
             return Rejected(ApiError(errors.ATOMIC_PUBLISH_INVALID_BATCH_COMMIT), dropped=True)
-        if _API_LEVEL_KEY in hdr:
+        if holds(hdr, _API_LEVEL_KEY):
             level = get_header(hdr, HDR_REQUIRED_API_LEVEL)
             if level:
                 if not api_level_supported(level):
@@ -436,7 +436,7 @@ def check_batch_commit(
         if interpreted and get_header(hdr, _HDR_EXPECTED_LAST_MSG_ID):
             header = _HDR_EXPECTED_LAST_MSG_ID
             return ApiError(errors.ATOMIC_PUBLISH_UNSUPPORTED_HEADER_BATCH, header=header)
-        if interpreted and _SCHEDULE_PREFIX in hdr:
+        if interpreted and holds(hdr, _SCHEDULE_PREFIX):
             # jetraft does not check schedules inside a batch yet: refused, not stored unchecked
             header = _SCHEDULE_PREFIX.decode()
             return ApiError(errors.ATOMIC_PUBLISH_UNSUPPORTED_HEADER_BATCH, header=header)

@@ -16,7 +16,7 @@ from typing import Final
 
 from protocol import errors
 from protocol.errors import ApiError
-from protocol.headers import get_header
+from protocol.headers import get_header, holds
 
 HDR_INCR: Final = "Nats-Incr"
 HDR_INCR_BYTES: Final = HDR_INCR.encode()
@@ -36,7 +36,7 @@ _BIG_INT = re.compile(r"[+-]?[0-9]+")  # big.Int SetString(s, 10)
 def incr_of(hdr: bytes) -> int | ApiError | None:
     """The message's increment: None without (or with an empty) ``Nats-Incr``, 10171 when the
     value is not a base-10 integer."""
-    if not hdr or HDR_INCR_BYTES not in hdr:
+    if not hdr or not holds(hdr, HDR_INCR_BYTES):
         return None
     text = get_header(hdr, HDR_INCR)
     if not text:

@@ -88,7 +88,7 @@ from mypy_extensions import mypyc_attr
 
 from engine import disk, records
 from engine.records import RecordType, WalkedRecord, WalkStop
-from engine.store import CorruptRecord, StoredMsg
+from engine.store import CorruptRecord, StoredMsg, set_untracked
 
 SEGMENT_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
 SEGMENT_BYTES_MIN = 64 * 1024
@@ -378,7 +378,7 @@ class FileStore:
         limit = self._cache_bytes_max
         if cost > limit:
             return
-        self._cache[msg.seq] = msg
+        set_untracked(self._cache, msg.seq, msg)
         self._cache_bytes += cost
         if self._cache_bytes > limit:
             self._cache_evict(limit)

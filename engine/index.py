@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Final
 
 from engine.seqlist import SeqList
+from engine.store import set_untracked
 from protocol.subjects import FULL_WILDCARD, PARTIAL_WILDCARD, has_wildcard, subject_matches
 
 # A subject's sequences live in a plain list (an append is the cheapest possible add, and removing
@@ -201,7 +202,7 @@ class StreamIndex:
                 self._subjects[subject] = SeqList(per_subject)
         else:
             per_subject.append(seq)
-        self._meta[seq] = (subject, ts_ns, size_bytes, digest)
+        set_untracked(self._meta, seq, (subject, ts_ns, size_bytes, digest))
         self.bytes_total += size_bytes
 
     def remove(self, seq: int) -> MsgMeta | None:

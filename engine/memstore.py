@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from mypy_extensions import mypyc_attr
 
-from engine.store import CorruptRecord, StoredMsg
+from engine.store import CorruptRecord, StoredMsg, set_untracked
 
 
 # Compiled (protocol/native.py); tests extend it to count or damage what it returns.
@@ -32,7 +32,7 @@ class MemoryStore:
 
     def append(self, msg: StoredMsg) -> None:
         assert msg.seq > self._last_appended_seq, (msg.seq, self._last_appended_seq)
-        self._msgs[msg.seq] = msg
+        set_untracked(self._msgs, msg.seq, msg)
         self._last_appended_seq = msg.seq
 
     def remove(self, seq: int, *, erase: bool = False) -> bool:

@@ -34,7 +34,13 @@ from engine.store import StoredMsg
 from engine.ttl import parse_message_ttl
 from protocol import errors
 from protocol.errors import ApiError
-from protocol.headers import append_headers, get_header, remove_header, remove_prefixed_headers
+from protocol.headers import (
+    append_headers,
+    get_header,
+    holds,
+    remove_header,
+    remove_prefixed_headers,
+)
 from protocol.subjects import is_valid_literal_subject, subjects_overlap
 from protocol.timefmt import format_rfc3339nano, parse_go_duration, parse_rfc3339_unix_ns
 
@@ -201,7 +207,7 @@ def _check_schedule(
 
 
 def is_scheduled(hdr: bytes) -> bool:
-    return bool(hdr) and _SCHEDULE_PREFIX in hdr
+    return bool(hdr) and holds(hdr, _SCHEDULE_PREFIX)
 
 
 @dataclass(slots=True)

@@ -10,9 +10,12 @@ Must never: read clocks, spawn threads, or decide which message to remove.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Final, NamedTuple, Protocol, TypeVar
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
 class StoredMsg(NamedTuple):
@@ -30,6 +33,29 @@ class StoredMsg(NamedTuple):
     def size_bytes(self) -> int:
         """nats-server's accounting size for limits (fileStoreMsgSize-like)."""
         return len(self.subject) + len(self.hdr) + len(self.data) + 16
+
+
+class SetUntracked(Protocol):
+    def __call__(self, mapping: MutableMapping[_K, _V], key: _K, value: _V, /) -> None: ...
+
+
+def _set_untracked_py(mapping: MutableMapping[_K, _V], key: _K, value: _V) -> None:
+    mapping[key] = value
+
+
+def _native_set_untracked() -> SetUntracked | None:
+    try:
+        from engine._codec_c import set_untracked as native
+    except ImportError:
+        return None
+    return native
+
+
+# ``set_untracked(mapping, key, value)`` is ``mapping[key] = value``; in the native build a value
+# that is a tuple of str/bytes/int items (a StoredMsg, an index entry) is first taken off the
+# cycle collector's lists (engine/_codec_c.c): what a store or an index keeps for long is then not
+# traversed by collections while it lives, which cost about a tenth of storing a message.
+set_untracked: Final[SetUntracked] = _native_set_untracked() or _set_untracked_py
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,7 +100,7 @@ from protocol import errors
 from protocol.errors import ApiError
 from protocol.goconv import go_lower, parse_int64_as_uint64
 from protocol.gojson import go_quote
-from protocol.headers import append_headers, get_header, remove_header, set_header
+from protocol.headers import append_headers, get_header, holds, remove_header, set_header
 from protocol.models import StreamConfig
 from protocol.subject_transform import SubjectTransform, seeded_pick
 from protocol.subjects import is_valid_literal_subject
@@ -439,11 +439,11 @@ class Stream:
         enforced and the rollup applied."""
         cfg, msg = self._config, item.msg
         hdr = msg.hdr
-        if hdr and _HDR_CLIENT_INFO_BYTES in hdr:
+        if hdr and holds(hdr, _HDR_CLIENT_INFO_BYTES):
             hdr = remove_header(hdr, HDR_CLIENT_INFO)
         if add_commit:
             hdr = append_headers(hdr, [(HDR_BATCH_COMMIT, "1")])
-        if cfg.subject_delete_marker_ttl > 0 and HDR_MSG_TTL_BYTES in hdr:
+        if cfg.subject_delete_marker_ttl > 0 and holds(hdr, HDR_MSG_TTL_BYTES):
             hdr = raise_to_marker_floor(hdr, cfg) or hdr
         size = item.size_bytes
         if hdr is not msg.hdr:
@@ -717,7 +717,7 @@ class Stream:
         count = hdr.count(_HDR_NATS_PREFIX)
         if count == 0:
             return ""
-        if count > 1 or _HDR_MSG_ID_LINE not in hdr:
+        if count > 1 or not holds(hdr, _HDR_MSG_ID_LINE):
             return None
         msg_id = get_header(hdr, HDR_MSG_ID) or ""
         if msg_id and self._config.mirror is None and msg_id in self._dedupe:
@@ -756,7 +756,7 @@ class Stream:
             return _error(ApiError(errors.STREAM_STORE_FAILED, err=ERR_MSG_TOO_LARGE))
         if cfg.sealed:
             return _error(ApiError(errors.STREAM_SEALED))
-        if hdr and _HDR_CLIENT_INFO_BYTES in hdr:
+        if hdr and holds(hdr, _HDR_CLIENT_INFO_BYTES):
             # stream.go strips it (it is the server's own cross-account request info); probed:
             # the stored message lacks it and the size checks see the stripped header.
             hdr = remove_header(hdr, HDR_CLIENT_INFO)
@@ -769,7 +769,7 @@ class Stream:
         if len(hdr) > limits.HEADER_BYTES_MAX:
             return _error(ApiError(errors.STREAM_HEADER_EXCEEDS_MAXIMUM))
         msg_id, rollup, ttl_invalid, incr = "", "", False, None
-        if hdr and _HDR_NATS_PREFIX in hdr:
+        if hdr and holds(hdr, _HDR_NATS_PREFIX):
             checked = self._check_headers(msg, sourced)
             if isinstance(checked, PubResult):
                 return checked
@@ -790,7 +790,7 @@ class Stream:
             size = self._msg_size(msg.subject, hdr, msg.data)
         if ttl_invalid and not sourced:
             return _error(ApiError(errors.MESSAGE_TTL_INVALID))
-        if cfg.subject_delete_marker_ttl > 0 and HDR_MSG_TTL_BYTES in hdr:
+        if cfg.subject_delete_marker_ttl > 0 and holds(hdr, HDR_MSG_TTL_BYTES):
             raised = raise_to_marker_floor(hdr, cfg)
             if raised is not None:  # the stored header (and so the size) changes
                 msg = InboundMsg(msg.subject, raised, msg.data)
@@ -830,7 +830,7 @@ class Stream:
             incr = check_increment(hdr, msg.data, cfg.allow_msg_counter)
         if isinstance(incr, ApiError):
             return _error(incr)
-        has_expected = _HDR_EXPECTED_PREFIX in hdr
+        has_expected = holds(hdr, _HDR_EXPECTED_PREFIX)
         expected_stream = _header(hdr, HDR_EXPECTED_STREAM) if has_expected else None
         if expected_stream and expected_stream != cfg.name:
             return _error(ApiError(errors.STREAM_NOT_MATCH))
@@ -927,7 +927,7 @@ class Stream:
         self._index.add(seq, subject, ts_ns, size, content_fingerprint(hdr, data))
         if self._schedules_on:
             self._schedules.on_stored(stored, max(ts_ns, self._now_ns))
-        if hdr and HDR_MSG_TTL_BYTES in hdr:
+        if hdr and holds(hdr, HDR_MSG_TTL_BYTES):
             self._ttl.on_stored(seq, ts_ns, hdr)
         self._last_seq = seq
         self._last_ts_ns = ts_ns
@@ -963,7 +963,7 @@ class Stream:
         self._index.add(seq, subject, ts_ns, size, content_fingerprint(hdr, data))
         if self._schedules_on and hdr:
             self._schedules.on_stored(StoredMsg(seq, subject, hdr, data, ts_ns), ts_ns)
-        if hdr and HDR_MSG_TTL_BYTES in hdr:
+        if hdr and holds(hdr, HDR_MSG_TTL_BYTES):
             self._ttl.on_stored(seq, ts_ns, hdr)
 
     def _expire_dedupe(self, now_ns: int) -> None:
@@ -1526,7 +1526,7 @@ class Stream:
 
 def _header(hdr: bytes, key: str) -> str | None:
     """``get_header`` behind a C-speed substring test: a message carries few of the keys."""
-    return get_header(hdr, key) if _HDR_KEY_BYTES[key] in hdr else None
+    return get_header(hdr, key) if holds(hdr, _HDR_KEY_BYTES[key]) else None
 
 
 def _msg_hash(seq: int, meta: MsgMeta) -> int:

@@ -29,7 +29,7 @@ from sortedcontainers import SortedList  # type: ignore[import-untyped]
 from engine import limits
 from engine.index import StreamIndex
 from protocol.goconv import go_lower, parse_int64, wrap_int64
-from protocol.headers import HDR_LINE_CRLF, append_headers, get_header, remove_header
+from protocol.headers import HDR_LINE_CRLF, append_headers, get_header, holds, remove_header
 from protocol.models import StreamConfig
 from protocol.timefmt import format_go_duration, parse_go_duration
 
@@ -78,7 +78,7 @@ def parse_message_ttl(value: str) -> tuple[int, bool]:
 def header_ttl(hdr: bytes) -> int | None:
     """stream.go ``getMessageTTL`` of a header block: seconds, TTL_NONE, TTL_NEVER, or None
     when the value does not parse."""
-    value = get_header(hdr, HDR_MSG_TTL) if HDR_MSG_TTL_BYTES in hdr else None
+    value = get_header(hdr, HDR_MSG_TTL) if holds(hdr, HDR_MSG_TTL_BYTES) else None
     if not value:
         return TTL_NONE
     ttl_s, ok = parse_message_ttl(value)

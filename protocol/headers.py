@@ -55,6 +55,13 @@ def _key_index(hdr: bytes, bkey: bytes) -> int:
         return index
 
 
+def holds(buf: bytes, part: bytes) -> bool:
+    """``part in buf`` for bytes at about half the cost (on the per-message paths): CPython's
+    ``in`` first tries ``part`` as an integer and builds, then drops, a TypeError before it
+    searches."""
+    return buf.find(part) != -1
+
+
 def get_header(hdr: bytes, key: str) -> str | None:
     """The value of the first ``key`` header, as nats-server's ``sliceHeader`` reads it."""
     if not hdr:
@@ -152,7 +159,7 @@ def remove_header(hdr: bytes, key: str) -> bytes:
 def remove_prefixed_headers(hdr: bytes, prefix: bytes) -> bytes:
     """Every header line whose key starts with ``prefix`` removed
     (``removeHeaderIfPrefixPresent``); ``b""`` when no header is left."""
-    if not hdr or prefix not in hdr:
+    if not hdr or not holds(hdr, prefix):
         return hdr
     lines = hdr.split(CRLF)
     kept = [line for line in lines[1:] if not line.startswith(prefix)]
