@@ -1,5 +1,6 @@
 /* protocol._parser_c: the client parser's fast path for PUB and HPUB (protocol/parser.py) in C,
- * and the header line lookup atomic batches make three times a message (engine/batch.py).
+ * the header line lookup atomic batches make three times a message (engine/batch.py) and the
+ * bytes probe of the header checks (protocol/headers.py).
  *
  * Why C: every published message passes here. The Python fast path (a regular expression, its
  * groups, two int() and two decodes) took about 750 ns a message compiled with mypyc; this scan
@@ -188,12 +189,28 @@ static PyObject *header_line_value(PyObject *self, PyObject *const *args, Py_ssi
     return decode((const unsigned char *)start, end - start);
 }
 
+/* holds(buf: bytes, part: bytes) -> bool: ``part in buf``. The header probes of every published
+ * and stored message use it: bytes ``in`` first tries ``part`` as an integer (building and
+ * dropping a TypeError), and ``bytes.find`` parses its arguments into a tuple; this is a memmem. */
+static PyObject *holds(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "holds(buf: bytes, part: bytes)");
+        return NULL;
+    }
+    const char *found = memmem(PyBytes_AS_STRING(args[0]), (size_t)PyBytes_GET_SIZE(args[0]),
+                               PyBytes_AS_STRING(args[1]), (size_t)PyBytes_GET_SIZE(args[1]));
+    return PyBool_FromLong(found != NULL);
+}
+
 static PyMethodDef methods[] = {
     {"scan_pub", (PyCFunction)(void (*)(void))scan_pub, METH_FASTCALL,
      "scan_pub(buf, pos, with_headers, max_payload, max_control_line) -> (subject, reply, hdr, "
      "payload, next_pos) or None: a complete, strictly formed PUB/HPUB at pos."},
     {"header_line_value", (PyCFunction)(void (*)(void))header_line_value, METH_FASTCALL,
      "header_line_value(hdr, line_key) -> str | None: a header line's value (see batch.py)."},
+    {"holds", (PyCFunction)(void (*)(void))holds, METH_FASTCALL,
+     "holds(buf, part) -> bool: part in buf, for bytes (see protocol/headers.py)."},
     {NULL, NULL, 0, NULL},
 };
 

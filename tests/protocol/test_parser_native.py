@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import parser
+from protocol import headers, parser
 from protocol.parser import ClientParser, Pub, ScanPub
 
 
@@ -104,3 +104,26 @@ def test_the_native_build_parses_with_the_c_scan() -> None:
     assert p.next_event() == Pub("a", None, None, b"x")
     assert p.next_event() == Pub("b", "r", b"k:v\r\n", b"y")
     assert p.next_event() is None
+
+
+BYTES = st.one_of(st.binary(max_size=40), st.sampled_from([b"", b"\r\n", b"Nats-", b"NATS/1.0"]))
+
+
+@given(BYTES, BYTES, BYTES)
+def test_holds_answers_as_in_in_both_forms(before: bytes, part: bytes, after: bytes) -> None:
+    for buf in (before + after, before + part + after):
+        assert headers._holds_py(buf, part) is (part in buf)
+        native = headers._native_holds()
+        if native is not None:
+            assert native(buf, part) is (part in buf)
+
+
+def test_the_native_build_probes_headers_in_c() -> None:
+    native = headers._native_holds()
+    if native is None:
+        pytest.skip("the C header probe is not built here")
+    assert headers.holds is native
+    hdr = b"NATS/1.0\r\nNats-Batch-Id: b\r\n\r\n"
+    assert headers.holds(hdr, b"Nats-Batch-Id:") and not headers.holds(hdr, b"Nats-TTL")
+    with pytest.raises(TypeError):
+        headers.holds(bytearray(hdr), b"Nats")  # type: ignore[arg-type]
