@@ -37,7 +37,7 @@ from protocol import errors
 from protocol.errors import ApiError
 from protocol.goconv import INT64_MAX, INT64_MIN, go_lower, parse_int64_as_uint64
 from protocol.gojson import go_quote
-from protocol.headers import get_header, holds, remove_header
+from protocol.headers import get_header, holds, occurrences, remove_header
 from protocol.models import StreamConfig
 
 # ---------------------------------------------------------------------------------- headers
@@ -432,7 +432,9 @@ def check_batch_commit(
     for position, msg in enumerate(msgs):
         hdr = msg.hdr
         # Headers other than the batch's own are rare; only they need the lookups below.
-        interpreted = bool(hdr) and hdr.count(_NATS_PREFIX) != hdr.count(_BATCH_PREFIX)
+        interpreted = bool(hdr) and occurrences(hdr, _NATS_PREFIX) != occurrences(
+            hdr, _BATCH_PREFIX
+        )
         if interpreted and get_header(hdr, _HDR_EXPECTED_LAST_MSG_ID):
             header = _HDR_EXPECTED_LAST_MSG_ID
             return ApiError(errors.ATOMIC_PUBLISH_UNSUPPORTED_HEADER_BATCH, header=header)

@@ -100,7 +100,14 @@ from protocol import errors
 from protocol.errors import ApiError
 from protocol.goconv import go_lower, parse_int64_as_uint64
 from protocol.gojson import go_quote
-from protocol.headers import append_headers, get_header, holds, remove_header, set_header
+from protocol.headers import (
+    append_headers,
+    get_header,
+    holds,
+    occurrences,
+    remove_header,
+    set_header,
+)
 from protocol.models import StreamConfig
 from protocol.subject_transform import SubjectTransform, seeded_pick
 from protocol.subjects import is_valid_literal_subject
@@ -714,7 +721,7 @@ class Stream:
         can be present: every one of them starts with ``Nats-``.)"""
         if len(hdr) > limits.HEADER_BYTES_MAX:
             return None
-        count = hdr.count(_HDR_NATS_PREFIX)
+        count = occurrences(hdr, _HDR_NATS_PREFIX)
         if count == 0:
             return ""
         if count > 1 or not holds(hdr, _HDR_MSG_ID_LINE):

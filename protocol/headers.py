@@ -75,6 +75,23 @@ def _native_holds() -> Callable[[bytes, bytes], bool] | None:
 holds: Final[Callable[[bytes, bytes], bool]] = _native_holds() or _holds_py
 
 
+def _occurrences_py(buf: bytes, part: bytes) -> int:
+    return buf.count(part)
+
+
+def _native_occurrences() -> Callable[[bytes, bytes], int] | None:
+    try:
+        from protocol._parser_c import occurrences as native
+    except ImportError:
+        return None
+    return native
+
+
+# ``occurrences(buf, part)`` is ``buf.count(part)``, in C in the native build (``bytes.count``
+# parses its arguments into a tuple, like ``find``).
+occurrences: Final[Callable[[bytes, bytes], int]] = _native_occurrences() or _occurrences_py
+
+
 def get_header(hdr: bytes, key: str) -> str | None:
     """The value of the first ``key`` header, as nats-server's ``sliceHeader`` reads it."""
     if not hdr:

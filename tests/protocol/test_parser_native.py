@@ -109,21 +109,27 @@ def test_the_native_build_parses_with_the_c_scan() -> None:
 BYTES = st.one_of(st.binary(max_size=40), st.sampled_from([b"", b"\r\n", b"Nats-", b"NATS/1.0"]))
 
 
-@given(BYTES, BYTES, BYTES)
-def test_holds_answers_as_in_in_both_forms(before: bytes, part: bytes, after: bytes) -> None:
-    for buf in (before + after, before + part + after):
+@given(BYTES, BYTES, BYTES, st.integers(0, 3))
+def test_holds_and_occurrences_answer_as_in_and_count_in_both_forms(
+    before: bytes, part: bytes, after: bytes, repeat: int
+) -> None:
+    native_holds, native_occurrences = headers._native_holds(), headers._native_occurrences()
+    for buf in (before + after, before + part * repeat + after, part * repeat):
         assert headers._holds_py(buf, part) is (part in buf)
-        native = headers._native_holds()
-        if native is not None:
-            assert native(buf, part) is (part in buf)
+        assert headers._occurrences_py(buf, part) == buf.count(part)
+        if native_holds is not None:
+            assert native_holds(buf, part) is (part in buf)
+        if native_occurrences is not None:
+            assert native_occurrences(buf, part) == buf.count(part)
 
 
 def test_the_native_build_probes_headers_in_c() -> None:
     native = headers._native_holds()
     if native is None:
         pytest.skip("the C header probe is not built here")
-    assert headers.holds is native
+    assert headers.holds is native and headers.occurrences is headers._native_occurrences()
     hdr = b"NATS/1.0\r\nNats-Batch-Id: b\r\n\r\n"
     assert headers.holds(hdr, b"Nats-Batch-Id:") and not headers.holds(hdr, b"Nats-TTL")
+    assert headers.occurrences(hdr, b"\r\n") == 3 and headers.occurrences(hdr, b"") == len(hdr) + 1
     with pytest.raises(TypeError):
         headers.holds(bytearray(hdr), b"Nats")  # type: ignore[arg-type]
