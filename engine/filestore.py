@@ -49,7 +49,8 @@ it lives there; a rewritten segment is small, so rarely rewritten again. Opening
 costs one scan of the segments that still exist. Deletion and compaction run on the owning thread
 inside set_meta and sync (each syncs once: rare, once per segment).
 
-Read cache. ``load`` answers from a bounded LRU of ``StoredMsg`` objects before touching the disk:
+Read cache. ``load`` answers from a bounded cache of ``StoredMsg`` objects (least recently used
+out, by generations: engine/read_cache.py) before touching the disk:
 ``append`` puts the message it was given (write-through: it is in memory anyway, and it is exactly
 what the record holds; not when its hdr or data is a mutable buffer) and a ``load`` from disk puts
 what it decoded, after the record's CRC passed, so a record is checksummed before it is first
@@ -60,7 +61,7 @@ found by ``scan``) drops its entry first. Compaction and segment deletion need n
 their own: compaction rewrites only live records, byte for byte, and a segment is deleted only when
 none of its messages is live. Damage that happens on disk after a message was cached is found by
 ``scan`` and recovery, not by ``load``. The budget is per store, hence per stream; cached messages
-also cost the garbage collector a little on every full collection.
+are kept off the cycle collector's lists (``set_untracked``).
 
 Recovery. Segments are scanned in order. An interrupted write at the tail of the last segment
 (short header, record cut short, zero fill, or a final record with a bad checksum) is truncated
@@ -79,16 +80,16 @@ import re
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mypy_extensions import mypyc_attr
 
 from engine import disk, records
+from engine.read_cache import ReadCache
 from engine.records import RecordType, WalkedRecord, WalkStop
-from engine.store import CorruptRecord, StoredMsg, set_untracked
+from engine.store import CorruptRecord, StoredMsg
 
 SEGMENT_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
 SEGMENT_BYTES_MIN = 64 * 1024
@@ -116,9 +117,6 @@ COMPACT_SUFFIX = ".compact"  # a compaction's new file before its rename; leftov
 COMPACT_SEGMENT_FRACTION_MIN = 2  # only segments at least half of segment_bytes_max are rewritten
 COMPACT_LIVE_FRACTION_MAX = 0.25  # ... and only when under a quarter of their bytes are live
 READ_CACHE_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
-# What one cached message costs beyond its subject, header and payload: the StoredMsg tuple, the
-# str/bytes/int object headers and the OrderedDict node (measured about 250 bytes on CPython 3.11).
-READ_CACHE_ENTRY_OVERHEAD_BYTES = 256
 _DIR_FSYNC_RANK = -1  # segment ids start at 1
 
 
@@ -165,10 +163,8 @@ class FileStore:
         self._dir = Path(directory)
         self._segment_bytes_max = segment_bytes_max
         self._meta_commits = meta_commits
-        # seq -> live message, least recently used first; see "Read cache" in the module docstring.
-        self._cache: OrderedDict[int, StoredMsg] = OrderedDict()
-        self._cache_bytes = 0
-        self._cache_bytes_max = read_cache_bytes_max
+        # seq -> live message; see "Read cache" in the module docstring and engine/read_cache.py
+        self._cache = ReadCache(read_cache_bytes_max)
         self._segments: dict[int, _Segment] = {}  # ascending seg_id
         self._msg_segs: list[_Segment] = []  # segments holding MSG records, in seq order
         self._msg_seg_first: list[int] = []  # first MSG seq of each, for bisect
@@ -212,7 +208,7 @@ class FileStore:
         self._index_msg(seg, seq, offset, total_len)
         self._last_seq = seq
         if type(msg.data) is bytes and type(msg.hdr) is bytes:  # immutable: safe to share
-            self._cache_put(msg)
+            self._cache.put(msg)
 
     def remove(self, seq: int, *, erase: bool = False) -> bool:
         found = self._locate(seq)
@@ -237,10 +233,8 @@ class FileStore:
         self._log(records.encode_remove_through(seq), targets)
 
     def load(self, seq: int) -> StoredMsg | None:
-        cache = self._cache
-        msg = cache.get(seq)
+        msg = self._cache.get(seq)
         if msg is not None:
-            cache.move_to_end(seq)
             return msg
         found = self._locate(seq)
         if found is None:
@@ -256,7 +250,7 @@ class FileStore:
         if msg is None:
             self._found_corrupt(seg, idx, "checksum mismatch on read")
         else:
-            self._cache_put(msg)
+            self._cache.put(msg)
         return msg
 
     def scan(self) -> Iterator[StoredMsg]:
@@ -341,7 +335,6 @@ class FileStore:
         self.fsync()
         self._closed = True
         self._cache.clear()
-        self._cache_bytes = 0
         for seg in self._segments.values():
             self._close_fd(seg.fd)
         self._segments.clear()
@@ -362,52 +355,27 @@ class FileStore:
 
     def read_cache_bytes(self) -> int:
         """The bytes the read cache accounts for now (never above ``read_cache_bytes_max``)."""
-        return self._cache_bytes
+        return self._cache.bytes
 
     def cached_seqs(self) -> list[int]:
-        """The seqs the read cache holds, least recently used first (for tests and monitoring)."""
-        return list(self._cache)
+        """The seqs the read cache holds, least recently used first as far as it keeps an order
+        (engine/read_cache.py; for tests and monitoring)."""
+        return self._cache.seqs()
 
     # ----------------------------------------------------------------- read cache
-
-    def _cache_put(self, msg: StoredMsg) -> None:
-        """Caches ``msg`` (verified or written by us; its seq not cached yet) as most recently
-        used and evicts the least recently used entries beyond the byte budget. A message over
-        the whole budget is not cached (with a budget of 0, nothing is)."""
-        cost = len(msg.subject) + len(msg.hdr) + len(msg.data) + READ_CACHE_ENTRY_OVERHEAD_BYTES
-        limit = self._cache_bytes_max
-        if cost > limit:
-            return
-        set_untracked(self._cache, msg.seq, msg)
-        self._cache_bytes += cost
-        if self._cache_bytes > limit:
-            self._cache_evict(limit)
-
-    def _cache_evict(self, limit: int) -> None:
-        cache, total = self._cache, self._cache_bytes
-        while total > limit:
-            _seq, evicted = cache.popitem(last=False)
-            total -= _cache_cost(evicted)
-        self._cache_bytes = total
-
-    def _cache_drop(self, seq: int) -> None:
-        msg = self._cache.pop(seq, None)
-        if msg is not None:
-            self._cache_bytes -= _cache_cost(msg)
 
     def _cache_drop_through(self, seq: int, spans: list[tuple[_Segment, int, int]]) -> None:
         """Drops every cached seq <= ``seq``. ``spans`` (segment, first index, end index) hold
         every seq that may be cached; the cheaper of probing them and filtering the whole cache
         is chosen, so a purge costs O(min(messages purged, messages cached))."""
         cache = self._cache
-        if not cache:
+        cached = len(cache)
+        if not cached:
             return
-        if sum(hi - lo for _seg, lo, hi in spans) < len(cache):
-            dead_seqs: Iterable[int] = [s for seg, lo, hi in spans for s in seg.seqs[lo:hi]]
+        if sum(hi - lo for _seg, lo, hi in spans) < cached:
+            cache.drop_many([s for seg, lo, hi in spans for s in seg.seqs[lo:hi]])
         else:
-            dead_seqs = [s for s in cache if s <= seq]
-        for dead_seq in dead_seqs:
-            self._cache_drop(dead_seq)
+            cache.drop_through(seq)
 
     # ----------------------------------------------------------------- index
 
@@ -436,7 +404,7 @@ class FileStore:
         return (seg, idx) if seg.lens[idx] else None
 
     def _mark_dead(self, seg: _Segment, idx: int) -> None:
-        self._cache_drop(seg.seqs[idx])
+        self._cache.drop(seg.seqs[idx])
         seg.live_bytes -= seg.lens[idx]
         seg.lens[idx] = 0
         seg.live -= 1
@@ -872,11 +840,6 @@ class FileStore:
                 location = seg.location(item.offset)
                 record = CorruptRecord(seq=None, location=location, reason="damaged meta record")
                 self._corrupt_unknown.append((record, seg.seg_id))
-
-
-def _cache_cost(msg: StoredMsg) -> int:
-    """What ``msg`` counts for against ``read_cache_bytes_max`` (the formula of ``_cache_put``)."""
-    return len(msg.subject) + len(msg.hdr) + len(msg.data) + READ_CACHE_ENTRY_OVERHEAD_BYTES
 
 
 def _pwrite_all(fd: int, data: bytearray, offset: int) -> None:

@@ -7,8 +7,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from engine.filestore import READ_CACHE_ENTRY_OVERHEAD_BYTES, FileStore
+from engine.filestore import FileStore
+from engine.read_cache import (
+    READ_CACHE_ENTRY_OVERHEAD_BYTES,
+    READ_CACHE_GENERATIONS,
+    ReadCache,
+    entry_cost,
+)
 from engine.store import StoredMsg
 from tests.engine.store.filestore_test_records import (
     RECORD_100_BYTES_DATA,
@@ -250,3 +258,72 @@ def test_a_subject_that_is_not_utf8_is_stored_and_read_back(tmp_path: Path) -> N
     loaded = reopened.load(1)
     assert loaded is not None and loaded.subject == subject
     reopened.close()
+
+
+# --- the cache on its own (engine/read_cache.py) ------------------------------------------------
+CACHE_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), st.integers(0, 3 * ENTRY_COST_BYTES)),
+        st.tuples(st.just("get"), st.integers(1, 60)),
+        st.tuples(st.just("drop"), st.integers(1, 60)),
+        st.tuples(st.just("drop_through"), st.integers(1, 60)),
+        st.tuples(st.just("clear"), st.just(0)),
+    ),
+    max_size=120,
+)
+
+
+@given(st.integers(0, 12 * ENTRY_COST_BYTES), CACHE_OPS)
+def test_the_cache_holds_only_what_was_put_within_its_budget(
+    budget_bytes: int, ops: list[tuple[str, int]]
+) -> None:
+    cache = ReadCache(budget_bytes)
+    live: dict[int, StoredMsg] = {}  # put and not dropped since (cached or evicted)
+    next_seq = 1
+    for op, arg in ops:
+        before = set(cache.seqs())
+        if op == "put":
+            put = StoredMsg(next_seq, "t.x", b"", bytes(arg), next_seq)
+            fits = cache.bytes + entry_cost(put) <= budget_bytes
+            cache.put(put)
+            live[next_seq] = put
+            if fits:  # nothing is evicted while the budget holds everything
+                assert set(cache.seqs()) == before | {next_seq}
+            next_seq += 1
+        elif op == "get":
+            got = cache.get(arg)
+            assert got is None or got is live[arg]
+            assert (got is not None) == (arg in before)
+            assert set(cache.seqs()) == before  # a hit moves it, never drops it
+        elif op == "drop":
+            cache.drop(arg)
+            live.pop(arg, None)
+            assert set(cache.seqs()) == before - {arg}
+        elif op == "drop_through":
+            cache.drop_through(arg)
+            live = {s: m for s, m in live.items() if s > arg}
+            assert set(cache.seqs()) == {s for s in before if s > arg}
+        else:
+            cache.clear()
+            live.clear()
+        seqs = cache.seqs()
+        assert len(seqs) == len(set(seqs)) == len(cache)
+        assert set(seqs) <= set(live)
+        assert cache.bytes == sum(entry_cost(live[s]) for s in seqs) <= budget_bytes
+
+
+def test_a_large_cache_keeps_what_is_read_again_and_evicts_the_oldest_generation_first() -> None:
+    per_generation = 10
+    capacity = READ_CACHE_GENERATIONS * per_generation
+    cache = ReadCache(capacity * ENTRY_COST_BYTES)
+    msgs = {seq: msg(seq) for seq in range(1, capacity + per_generation)}
+    for seq in range(1, capacity + 1):
+        cache.put(msgs[seq])
+    assert sorted(cache.seqs()) == list(range(1, capacity + 1))  # full, nothing evicted yet
+    assert cache.get(1) is msgs[1]  # read again: now among the most recently used
+    for seq in range(capacity + 1, capacity + per_generation):
+        cache.put(msgs[seq])
+    cached = set(cache.seqs())
+    assert 1 in cached and not cached & set(range(2, per_generation + 1))
+    assert set(range(per_generation + 1, capacity + per_generation)) <= cached
+    assert cache.bytes <= capacity * ENTRY_COST_BYTES

@@ -9,12 +9,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.filestore import (
-    READ_CACHE_BYTES_MAX_DEFAULT,
-    READ_CACHE_ENTRY_OVERHEAD_BYTES,
-    FileStore,
-)
+from engine.filestore import READ_CACHE_BYTES_MAX_DEFAULT, FileStore
 from engine.memstore import MemoryStore
+from engine.read_cache import READ_CACHE_ENTRY_OVERHEAD_BYTES
 from engine.store import MessageStore, StoredMsg
 
 Op = tuple[str, int]
