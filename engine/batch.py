@@ -397,6 +397,11 @@ class CheckedMsg:
 class _Running:
     """The batch's own state while it is checked (nats-server ``batchStagedDiff``)."""
 
+    # the config facts every message's check reads, taken once per batch (a config attribute is
+    # a lookup in the model's dict each time)
+    storage: str = "file"
+    counters_on: bool = False
+    discard_new: bool = False
     msg_ids: set[str] = field(default_factory=set)
     subject_ops: dict[str, int] = field(default_factory=dict)
     msgs: int = 0
@@ -427,7 +432,7 @@ def check_batch_commit(
         return ApiError(errors.ATOMIC_PUBLISH_DISABLED)
     if not msgs:
         return ApiError(errors.ATOMIC_PUBLISH_INCOMPLETE_BATCH)
-    running = _Running()
+    running = _Running(config.storage, config.allow_msg_counter, config.discard == "new")
     checked: list[CheckedMsg] = []
     for position, msg in enumerate(msgs):
         hdr = msg.hdr
@@ -465,8 +470,9 @@ def _check_one(
     ``interpreted``: the header has a ``Nats-`` key besides the batch's."""
     subject, hdr, data = msg.subject, msg.hdr, msg.data
     subject_len = _byte_len(subject)
-    size = limits.msg_size_bytes(config.storage, subject_len, len(hdr), len(data))
-    if config.storage == "file" and limits.filestore_record_too_large(size):
+    storage = running.storage
+    size = limits.msg_size_bytes(storage, subject_len, len(hdr), len(data))
+    if storage == "file" and limits.filestore_record_too_large(size):
         return ApiError(errors.STREAM_STORE_FAILED, err=_ERR_MSG_TOO_LARGE)
     msg_id, rollup, ttl_s, incr = "", "", 0, None
     if hdr:
@@ -477,7 +483,7 @@ def _check_one(
             if isinstance(outcome, ApiError):
                 return outcome
             msg_id, rollup, ttl_s, incr = outcome
-    if config.allow_msg_counter:
+    if running.counters_on:
         if incr is None:
             return ApiError(errors.MESSAGE_INCR_MISSING)
         previous = running.counters.get(subject)
@@ -488,11 +494,11 @@ def _check_one(
             previous = before
         running.counters[subject] = total = previous + incr
         msg = InboundMsg(subject, hdr, counter_payload(total))
-        size = limits.msg_size_bytes(config.storage, subject_len, len(hdr), len(msg.data))
+        size = limits.msg_size_bytes(storage, subject_len, len(hdr), len(msg.data))
     running.subject_ops[subject] = running.subject_ops.get(subject, 0) + 1
     running.msgs += 1
     running.size_bytes += size
-    if config.discard == "new":
+    if running.discard_new:
         error = _discard_new_error(msg, config, index, running)
         if error is not None:
             return ApiError(errors.STREAM_STORE_FAILED, err=error)

@@ -444,21 +444,21 @@ class Stream:
         without the consistency checks): Nats-Request-Info stripped, ``Nats-Batch-Commit: 1``
         added to the last message of an EOB commit, a TTL raised to the marker floor, limits
         enforced and the rollup applied."""
-        cfg, msg = self._config, item.msg
+        msg = item.msg
         hdr = msg.hdr
         if hdr and holds(hdr, _HDR_CLIENT_INFO_BYTES):
             hdr = remove_header(hdr, HDR_CLIENT_INFO)
         if add_commit:
             hdr = append_headers(hdr, [(HDR_BATCH_COMMIT, "1")])
-        if cfg.subject_delete_marker_ttl > 0 and holds(hdr, HDR_MSG_TTL_BYTES):
-            hdr = raise_to_marker_floor(hdr, cfg) or hdr
+        if self._marker_ttl_on and holds(hdr, HDR_MSG_TTL_BYTES):
+            hdr = raise_to_marker_floor(hdr, self._config) or hdr
         size = item.size_bytes
         if hdr is not msg.hdr:
             msg = InboundMsg(msg.subject, hdr, msg.data)
             size = self._msg_size(msg.subject, hdr, msg.data)
         self._store_msg(msg, ts_ns, item.msg_id, size)
         self._enforce_limits_after_store(msg.subject)
-        if cfg.allow_rollup_hdrs and not cfg.deny_purge:
+        if self._rollups_on:
             if item.rollup == ROLLUP_SUBJECT:
                 self._purge_ex(msg.subject, 0, 1)
             elif item.rollup == ROLLUP_ALL:
@@ -987,7 +987,7 @@ class Stream:
 
     def _enforce_limits_after_store(self, subject: str) -> None:
         """Per-subject limit always drops the subject's oldest; msgs/bytes only with discard old."""
-        per_subject_max = self._config.max_msgs_per_subject
+        per_subject_max = self._per_subject_max
         if per_subject_max > 0:
             self._enforce_subject_limit(subject, per_subject_max)
         self._enforce_discard_old()
@@ -998,14 +998,13 @@ class Stream:
             self._remove(idx.subject_first_seq(subject))
 
     def _enforce_discard_old(self) -> None:
-        cfg, idx = self._config, self._index
-        if cfg.discard != "old":
-            return
-        if cfg.max_msgs > 0:
-            while len(idx) > cfg.max_msgs:
+        idx = self._index
+        msgs_max, bytes_max = self._old_msgs_max, self._old_bytes_max
+        if msgs_max > 0:
+            while len(idx) > msgs_max:
                 self._remove(idx.first_seq)
-        if cfg.max_bytes > 0:
-            while idx.bytes_total > cfg.max_bytes:
+        if bytes_max > 0:
+            while idx.bytes_total > bytes_max:
                 self._remove(idx.first_seq)
 
     def _remove(self, seq: int, erase: bool = False) -> bool:
@@ -1185,6 +1184,12 @@ class Stream:
         # the model's dict each time)
         self._schedules_on = config.allow_msg_schedules
         self._dedupe_window_ns = config.duplicate_window
+        self._per_subject_max = max(0, config.max_msgs_per_subject)
+        discard_old = config.discard == "old"
+        self._old_msgs_max = max(0, config.max_msgs) if discard_old else 0
+        self._old_bytes_max = max(0, config.max_bytes) if discard_old else 0
+        self._marker_ttl_on = config.subject_delete_marker_ttl > 0
+        self._rollups_on = config.allow_rollup_hdrs and not config.deny_purge
         # the config passed validation, so the transforms compile
         transform, republish = config.subject_transform, config.republish
         self._input_transform = (
