@@ -377,6 +377,11 @@ class SyncObjCore(SyncObj):  # type: ignore[misc]  # pysyncobj is untyped
         """Whether append replies still wait for a sync."""
         return bool(self._transport.holding)
 
+    def force_compaction(self) -> None:
+        """Compact the log at the next tick (a snapshot at the last applied entry), whatever
+        the entry count and time since the last one."""
+        self.forceLogCompaction()
+
     def hold_election(self, seconds: float) -> None:
         """Start no election for ``seconds`` from now (a node that must not campaign)."""
         self._SyncObj__raftElectionDeadline = pysyncobj_monotonic() + seconds

@@ -64,6 +64,9 @@ RAFT_LEADER_FALLBACK_S = 3.0  # a leader that hears from no majority this long s
 RAFT_APPEND_BYTES_MAX = 32 * 1024 * 1024  # per append message; larger single entries go alone
 RAFT_COMPACT_ENTRIES = 4096  # compact the log (tiny snapshot) after this many entries...
 RAFT_COMPACT_INTERVAL_S = 120.0  # ...or this long
+# ...or once the log file grew by this much since the last compaction: every entry is also held
+# in memory until compaction, and 4,096 entries of 1,000-message batches are about a gigabyte
+RAFT_COMPACT_BYTES = 128 * 1024 * 1024
 SNAPSHOT_VERSION = 1
 # A snapshot is "applied through I" plus the owner's small state (the meta group's assignments):
 # far below this even with very many streams. It bounds what a peer can make a node buffer.
@@ -161,6 +164,8 @@ class RaftGroup:
             compact_entries=RAFT_COMPACT_ENTRIES,
             compact_interval_s=RAFT_COMPACT_INTERVAL_S,
         )
+        self._compact_bytes = RAFT_COMPACT_BYTES
+        self._compact_base = self.journal.size_bytes  # the log's size after the last compaction
         # the pysyncobj adapter; only this package (and white-box tests) touch it
         self.core = SyncObjCore(
             group_name=name,
@@ -311,6 +316,14 @@ class RaftGroup:
     def tick(self) -> None:
         if self.abstaining:  # never campaign: keep the election deadline ahead
             self.core.hold_election(RAFT_ELECTION_TIMEOUT_MAX_S)
+        size = self.journal.size_bytes
+        if size < self._compact_base:
+            self._compact_base = size  # compacted (or truncated) since
+        elif size - self._compact_base > self._compact_bytes:
+            # at most once per RAFT_COMPACT_BYTES of growth: a compaction that can drop little
+            # (this replica applied little of its log yet) is not retried every tick
+            self._compact_base = size
+            self.core.force_compaction()
         self.core.tick()
 
     @property

@@ -126,3 +126,33 @@ async def test_the_log_is_compacted_under_read_barriers_too(cluster: InProcessCl
     assert host is not None
     # one barrier per read: the log stays short only if snapshots succeed between barriers
     assert len(host.log.group.journal) < MSGS // 2, len(host.log.group.journal)
+
+
+async def test_the_log_is_compacted_by_its_size_when_entries_are_few_and_large(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every entry is held in memory until compaction: a log of few, large entries (atomic
+    batches) is compacted once it grew by RAFT_COMPACT_BYTES, long before the entry count or the
+    interval would have compacted it."""
+    monkeypatch.setattr(raft_group, "RAFT_COMPACT_ENTRIES", 1_000_000)
+    monkeypatch.setattr(raft_group, "RAFT_COMPACT_BYTES", 8 * 1024)
+    c = InProcessCluster(tmp_path, 3)
+    try:
+        await c.start()
+        await _create(c.urls[0])
+        nc = await nats.connect(c.urls[0])
+        try:
+            js = nc.jetstream(timeout=5)
+            for i in range(MSGS):
+                await js.publish(f"c.{i % 7}", bytes(512))  # about 600 bytes an entry
+        finally:
+            await nc.close()
+        await wait_for(lambda: _converged(c), "replicas to converge")
+        for i in c.live():
+            host = c.replica(i, "C")
+            assert host is not None
+            journal = host.log.group.journal
+            assert len(journal) < MSGS // 2, (i, len(journal))
+            assert journal.size_bytes < MSGS * 600 // 2, (i, journal.size_bytes)
+    finally:
+        await c.stop()
