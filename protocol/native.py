@@ -57,7 +57,7 @@ COMPILED_MODULES: Final = (
 # Hand-written C extensions built beside them: module, source, libraries to link. Each replaces
 # one function of a module above, which keeps the Python form as the fallback.
 C_EXTENSIONS: Final = (
-    ("engine._codec_c", "engine/_codec_c.c", ("z",)),
+    ("engine._codec_c", "engine/_codec_c.c", ("z", "dl")),
     ("protocol._parser_c", "protocol/_parser_c.c", ()),
 )
 C_EXTENSION_NAMES: Final = tuple(name for name, _source, _libraries in C_EXTENSIONS)

@@ -154,6 +154,15 @@ def test_the_c_encoder_writes_the_bytes_of_the_python_one(msg: StoredMsg, before
     assert got == expected
 
 
+def test_the_c_encoder_checksums_with_zlib_ng_as_the_python_one_does() -> None:
+    """The C encoder finds zlib-ng's CRC-32 in the zlib_ng package it depends on (else it falls
+    back to zlib's: the same values, two to three times slower on a record)."""
+    _native_encoder()
+    from engine import _codec_c
+
+    assert _codec_c.crc_source() == "zlib-ng"
+
+
 def test_the_c_encoder_refuses_what_the_python_one_refuses_and_writes_nothing() -> None:
     native = _native_encoder()
     for bad in (
