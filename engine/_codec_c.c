@@ -65,10 +65,11 @@ static void put_u64(unsigned char *p, uint64_t v) {
 typedef uint32_t (*crc32_fn)(uint32_t crc, const uint8_t *buf, uint32_t len);
 static crc32_fn zng_crc32_fn = NULL;
 
-/* zlib's crc32 takes a uInt length: feed it in pieces so a record over 4 GiB cannot wrap. */
-static uint32_t crc_of(const unsigned char *p, size_t n) {
+/* The CRC-32 of p[0:n] continued from ``start`` (0 for a fresh one). zlib's crc32 takes a uInt
+ * length: fed in pieces so that more than 4 GiB cannot wrap. */
+static uint32_t crc_continue(uint32_t start, const unsigned char *p, size_t n) {
     if (zng_crc32_fn != NULL) {
-        uint32_t fast = 0;
+        uint32_t fast = start;
         while (n > 0) {
             uint32_t piece = n > 0x40000000u ? 0x40000000u : (uint32_t)n;
             fast = zng_crc32_fn(fast, p, piece);
@@ -77,7 +78,7 @@ static uint32_t crc_of(const unsigned char *p, size_t n) {
         }
         return fast;
     }
-    uLong crc = crc32(0L, Z_NULL, 0);
+    uLong crc = start;
     while (n > 0) {
         uInt piece = n > 0x40000000u ? 0x40000000u : (uInt)n;
         crc = crc32(crc, p, piece);
@@ -86,6 +87,8 @@ static uint32_t crc_of(const unsigned char *p, size_t n) {
     }
     return (uint32_t)crc;
 }
+
+static uint32_t crc_of(const unsigned char *p, size_t n) { return crc_continue(0, p, n); }
 
 /* append_msg(buf: bytearray, msg: StoredMsg) -> int: the record's length in bytes. */
 static PyObject *append_msg(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -280,6 +283,35 @@ static PyObject *set_untracked(PyObject *self, PyObject *const *args, Py_ssize_t
     Py_RETURN_NONE;
 }
 
+/* content_fingerprint(hdr, data) -> int: engine/digest.py's content fingerprint, the CRC-32 of
+ * header and payload with the header's length above it; bytes-like arguments. */
+#define FINGERPRINT_HDR_LEN_SHIFT 32 /* digest.py's; the property test holds the two forms equal */
+static PyObject *content_fingerprint(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "content_fingerprint(hdr, data) takes 2 arguments");
+        return NULL;
+    }
+    Py_buffer hdr, data;
+    if (PyObject_GetBuffer(args[0], &hdr, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &data, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&hdr);
+        return NULL;
+    }
+    uint32_t crc;
+    if (hdr.len == 0) {
+        crc = crc_of((const unsigned char *)data.buf, (size_t)data.len);
+    } else {
+        crc = crc_continue(crc_of((const unsigned char *)hdr.buf, (size_t)hdr.len),
+                           (const unsigned char *)data.buf, (size_t)data.len);
+    }
+    unsigned long long value = crc;
+    if (hdr.len > 0) value |= (unsigned long long)hdr.len << FINGERPRINT_HDR_LEN_SHIFT;
+    PyBuffer_Release(&hdr);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLongLong(value);
+}
+
 static PyObject *crc_source(PyObject *self, PyObject *unused);
 
 static PyMethodDef methods[] = {
@@ -288,6 +320,8 @@ static PyMethodDef methods[] = {
     {"decode_msgs", (PyCFunction)(void (*)(void))decode_msgs, METH_FASTCALL,
      "decode_msgs(buf, pos, end, count, make) -> (list, next_pos): an entry's messages."},
     {"crc_source", crc_source, METH_NOARGS, "crc_source() -> str: \"zlib-ng\" or \"zlib\"."},
+    {"content_fingerprint", (PyCFunction)(void (*)(void))content_fingerprint, METH_FASTCALL,
+     "content_fingerprint(hdr, data) -> int: engine/digest.py's message fingerprint."},
     {"set_untracked", (PyCFunction)(void (*)(void))set_untracked, METH_FASTCALL,
      "set_untracked(mapping, key, value): mapping[key] = value, an atomic tuple untracked."},
     {NULL, NULL, 0, NULL},
