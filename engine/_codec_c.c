@@ -62,7 +62,7 @@ static void put_u64(unsigned char *p, uint64_t v) {
 /* zlib-ng's CRC-32 (the same values as zlib's, two to three times faster on a record), as the
  * zlib-ng Python package (a pinned dependency, engine/checksum.py's CRC) exports it from its
  * extension module; found at import (find_zlib_ng), else NULL and zlib's is used. */
-typedef uint32_t (*crc32_fn)(uint32_t crc, const uint8_t *buf, uint32_t len);
+typedef uint32_t (*crc32_fn)(uint32_t crc, const uint8_t *buf, size_t len); /* zng_crc32_z */
 static crc32_fn zng_crc32_fn = NULL;
 
 /* The CRC-32 of p[0:n] continued from ``start`` (0 for a fresh one). zlib's crc32 takes a uInt
@@ -259,12 +259,29 @@ static int is_atomic(PyObject *o) {
 }
 
 /* set_untracked(mapping, key, value): ``mapping[key] = value``, and a value that is a tuple, or
- * an instance of a tuple subclass without a __dict__ (a NamedTuple such as StoredMsg), whose items
- * are all atomic is first taken off the cycle collector's lists: it cannot be part of a reference
- * cycle. CPython does the same for a plain tuple, but only at its first collection and never for
+ * an instance of a NamedTuple-like class (see untrackable_type), whose items are all atomic is
+ * first taken off the cycle collector's lists: it cannot be part of a reference cycle. CPython does the same for a plain tuple, but only at its first collection and never for
  * a subclass, so each message kept by the read cache, the memory store or the index was traversed
  * by collections while it lived. (A function that returned the value untracked would not do: the
  * compiled callers rebuild a typed tuple when they store it.) */
+static PyTypeObject *untrackable_subclass = NULL; /* the last one found below (a strong ref) */
+
+/* A tuple, or a class defined in Python directly on tuple with no __dict__ (a NamedTuple such
+ * as StoredMsg): their references are their items. Not a struct sequence (time.struct_time and
+ * the like keep fields beyond their items). An untracked instance of a class no longer shows the
+ * collector its reference to the class: fine for classes that live as long as the process. */
+static int untrackable_type(PyTypeObject *type) {
+    if (type == &PyTuple_Type || type == untrackable_subclass) return 1;
+    if (!PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) || type->tp_base != &PyTuple_Type ||
+        type->tp_dictoffset != 0 || type->tp_dict == NULL)
+        return 0;
+    PyObject *fields = PyDict_GetItemString(type->tp_dict, "n_fields"); /* borrowed, no error */
+    if (fields != NULL) return 0;
+    Py_INCREF(type);
+    Py_XSETREF(untrackable_subclass, type);
+    return 1;
+}
+
 static PyObject *set_untracked(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 3) {
@@ -272,8 +289,7 @@ static PyObject *set_untracked(PyObject *self, PyObject *const *args, Py_ssize_t
         return NULL;
     }
     PyObject *value = args[2];
-    if (PyTuple_Check(value) && Py_TYPE(value)->tp_dictoffset == 0 &&
-        PyObject_GC_IsTracked(value)) {
+    if (PyTuple_Check(value) && PyObject_GC_IsTracked(value) && untrackable_type(Py_TYPE(value))) {
         Py_ssize_t n = PyTuple_GET_SIZE(value);
         Py_ssize_t i = 0;
         while (i < n && is_atomic(PyTuple_GET_ITEM(value, i))) i++;
@@ -335,7 +351,7 @@ static struct PyModuleDef module = {
     .m_methods = methods,
 };
 
-/* The zng_crc32 of the already loaded zlib_ng extension (RTLD_NOLOAD: never a second copy).
+/* The zng_crc32_z of the already loaded zlib_ng extension (RTLD_NOLOAD: never a second copy).
  * Anything missing leaves zlib's CRC in use; the values are the same either way. */
 static void find_zlib_ng(void) {
     PyObject *ext = PyImport_ImportModule("zlib_ng.zlib_ng");
@@ -356,7 +372,8 @@ static void find_zlib_ng(void) {
         void *handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
         if (handle != NULL) {
             /* the handle stays open: the module is never unloaded anyway */
-            zng_crc32_fn = (crc32_fn)dlsym(handle, "zng_crc32");
+            /* zng_crc32_z: a size_t length in every zlib-ng 2.x (zng_crc32's became size_t in 2.4) */
+            zng_crc32_fn = (crc32_fn)dlsym(handle, "zng_crc32_z");
         }
     }
     Py_DECREF(file);

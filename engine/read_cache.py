@@ -63,7 +63,7 @@ class ReadCache:
         if cost > self._bytes_max:
             return
         set_untracked(self._gens[-1], msg.seq, msg)
-        self._add_newest(cost)
+        self._add_newest(msg.seq, cost)
 
     def get(self, seq: int) -> StoredMsg | None:
         gens = self._gens
@@ -75,7 +75,7 @@ class ReadCache:
             if msg is not None:  # used again: now among the most recently used
                 set_untracked(gens[-1], seq, msg)
                 self._bytes -= entry_cost(msg)  # counted again by _add_newest
-                self._add_newest(entry_cost(msg))
+                self._add_newest(seq, entry_cost(msg))
                 return msg
         return None
 
@@ -103,24 +103,47 @@ class ReadCache:
         self._newest_bytes = 0
         self._bytes = 0
 
-    def _add_newest(self, cost: int) -> None:
+    def _add_newest(self, seq: int, cost: int) -> None:
+        """Account for ``seq`` (costing ``cost``), just stored in the newest generation."""
         self._bytes += cost
         self._newest_bytes += cost
         if self._newest_bytes >= self._generation_bytes_max:
-            # drops can empty older generations; they go here, so the list stays short
-            self._gens = [gen for gen in self._gens if gen]
-            self._gens.append({})
-            self._newest_bytes = 0
+            self._begin_generation()
         if self._bytes > self._bytes_max:
-            self._evict()
+            self._evict(seq)
 
-    def _evict(self) -> None:
+    def _begin_generation(self) -> None:
+        # Drops empty older generations and leave others sparse (a few messages of a work queue
+        # never acknowledged): the empty ones go, and beyond twice READ_CACHE_GENERATIONS the two
+        # oldest are merged, so a miss never walks more than that many dicts.
+        gens = [gen for gen in self._gens if gen]
+        while len(gens) > 2 * READ_CACHE_GENERATIONS:
+            merged = gens.pop(0)
+            gens[0].update(merged)
+        gens.append({})
+        self._gens = gens
+        self._newest_bytes = 0
+
+    def _evict(self, fresh: int) -> None:
+        """Evict down to the budget from the oldest generation, never ``fresh`` (the message just
+        put, which fits the budget alone). Inside a generation the order is the dict's last in,
+        first out (O(1)); only when that would take ``fresh`` (everything else sits in its own
+        generation) is the generation walked from its oldest entry."""
         gens, total, limit = self._gens, self._bytes, self._bytes_max
         while total > limit:
             oldest = gens[0]
             if not oldest:
-                gens.pop(0)  # never the last: the newest holds what was just put
+                gens.pop(0)  # never the last: a generation holds ``fresh``
                 continue
-            _seq, msg = oldest.popitem()
-            total -= entry_cost(msg)
+            seq, msg = oldest.popitem()
+            if seq != fresh:
+                total -= entry_cost(msg)
+                continue
+            set_untracked(oldest, seq, msg)  # back, as the most recent of its generation
+            for victim in list(oldest):
+                if total <= limit:
+                    break
+                if victim != fresh:
+                    total -= entry_cost(oldest.pop(victim))
+            break
         self._bytes = total

@@ -327,3 +327,26 @@ def test_a_large_cache_keeps_what_is_read_again_and_evicts_the_oldest_generation
     assert 1 in cached and not cached & set(range(2, per_generation + 1))
     assert set(range(per_generation + 1, capacity + per_generation)) <= cached
     assert cache.bytes <= capacity * ENTRY_COST_BYTES
+
+
+def test_a_message_that_fits_the_budget_is_cached_even_when_it_evicts_all_the_others() -> None:
+    cache = ReadCache(2400)
+    small = StoredMsg(1, "s", b"", b"", 0)
+    large = StoredMsg(2, "s", b"", bytes(2400 - READ_CACHE_ENTRY_OVERHEAD_BYTES - 1), 0)
+    cache.put(small)
+    cache.put(large)
+    assert cache.seqs() == [2] and cache.get(2) is large
+    assert cache.bytes == entry_cost(large)
+
+
+def test_sparse_old_generations_are_merged_so_a_miss_stays_cheap() -> None:
+    """A work queue whose consumer lags, with one message in a hundred never acknowledged: the
+    generations keep a message each; they are merged instead of piling up."""
+    cache = ReadCache(READ_CACHE_GENERATIONS * 4 * ENTRY_COST_BYTES)
+    for seq in range(1, 20_001):
+        cache.put(msg(seq))
+        if seq > 10 and (seq - 10) % 100:
+            cache.drop(seq - 10)  # acknowledged and removed, ten messages behind
+    assert len(cache._gens) <= 2 * READ_CACHE_GENERATIONS + 1
+    assert cache.get(-1) is None
+    assert cache.bytes == sum(entry_cost(msg(s)) for s in cache.seqs())

@@ -9,7 +9,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import MutableMapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import given
@@ -122,3 +122,22 @@ def test_stored_messages_and_index_entries_are_not_tracked(tmp_path: Path) -> No
         assert [gc.is_tracked(entry) for entry in index._meta.values()] == [False]
     finally:
         file_store.close()
+
+
+class _Point(NamedTuple):
+    x: int
+    y: int
+
+
+class _PointWithDict(_Point):  # no __slots__: instances get a __dict__
+    pass
+
+
+def test_only_tuples_and_namedtuple_like_classes_are_untracked() -> None:
+    native = _native()
+    held: dict[int, object] = {}
+    plain, point, with_dict = tuple([1, "a"]), _Point(1, 2), _PointWithDict(1, 2)
+    for key, value in enumerate((plain, point, with_dict)):
+        native(held, key, value)
+    assert not gc.is_tracked(plain) and not gc.is_tracked(point)
+    assert gc.is_tracked(with_dict)  # its __dict__ may hold anything
