@@ -65,19 +65,10 @@ static void put_u64(unsigned char *p, uint64_t v) {
 typedef uint32_t (*crc32_fn)(uint32_t crc, const uint8_t *buf, size_t len); /* zng_crc32_z */
 static crc32_fn zng_crc32_fn = NULL;
 
-/* The CRC-32 of p[0:n] continued from ``start`` (0 for a fresh one). zlib's crc32 takes a uInt
- * length: fed in pieces so that more than 4 GiB cannot wrap. */
+/* The CRC-32 of p[0:n] continued from ``start`` (0 for a fresh one). zng_crc32_z takes a size_t
+ * length; zlib's crc32 a uInt: fed in pieces so that more than 4 GiB cannot wrap. */
 static uint32_t crc_continue(uint32_t start, const unsigned char *p, size_t n) {
-    if (zng_crc32_fn != NULL) {
-        uint32_t fast = start;
-        while (n > 0) {
-            uint32_t piece = n > 0x40000000u ? 0x40000000u : (uint32_t)n;
-            fast = zng_crc32_fn(fast, p, piece);
-            p += piece;
-            n -= piece;
-        }
-        return fast;
-    }
+    if (zng_crc32_fn != NULL) return zng_crc32_fn(start, p, n);
     uLong crc = start;
     while (n > 0) {
         uInt piece = n > 0x40000000u ? 0x40000000u : (uInt)n;
@@ -258,12 +249,6 @@ static int is_atomic(PyObject *o) {
            PyBool_Check(o) || PyFloat_CheckExact(o);
 }
 
-/* set_untracked(mapping, key, value): ``mapping[key] = value``, and a value that is a tuple, or
- * an instance of a NamedTuple-like class (see untrackable_type), whose items are all atomic is
- * first taken off the cycle collector's lists: it cannot be part of a reference cycle. CPython does the same for a plain tuple, but only at its first collection and never for
- * a subclass, so each message kept by the read cache, the memory store or the index was traversed
- * by collections while it lived. (A function that returned the value untracked would not do: the
- * compiled callers rebuild a typed tuple when they store it.) */
 static PyTypeObject *untrackable_subclass = NULL; /* the last one found below (a strong ref) */
 
 /* A tuple, or a class defined in Python directly on tuple with no __dict__ (a NamedTuple such
@@ -282,6 +267,13 @@ static int untrackable_type(PyTypeObject *type) {
     return 1;
 }
 
+/* set_untracked(mapping, key, value): ``mapping[key] = value``, and a value that is a tuple, or
+ * an instance of a NamedTuple-like class (see untrackable_type), whose items are all atomic is
+ * first taken off the cycle collector's lists: it cannot be part of a reference cycle. CPython
+ * does the same for a plain tuple, but only at its first collection and never for a subclass, so
+ * each message kept by the read cache, the memory store or the index was traversed by
+ * collections while it lived. (A function that returned the value untracked would not do: the
+ * compiled callers rebuild a typed tuple when they store it.) */
 static PyObject *set_untracked(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 3) {
@@ -314,13 +306,9 @@ static PyObject *content_fingerprint(PyObject *self, PyObject *const *args, Py_s
         PyBuffer_Release(&hdr);
         return NULL;
     }
-    uint32_t crc;
-    if (hdr.len == 0) {
-        crc = crc_of((const unsigned char *)data.buf, (size_t)data.len);
-    } else {
-        crc = crc_continue(crc_of((const unsigned char *)hdr.buf, (size_t)hdr.len),
-                           (const unsigned char *)data.buf, (size_t)data.len);
-    }
+    /* an empty header adds nothing to the CRC: crc_of(b"") is 0, where the data's CRC starts */
+    uint32_t crc = crc_continue(crc_of((const unsigned char *)hdr.buf, (size_t)hdr.len),
+                                (const unsigned char *)data.buf, (size_t)data.len);
     unsigned long long value = crc;
     if (hdr.len > 0) value |= (unsigned long long)hdr.len << FINGERPRINT_HDR_LEN_SHIFT;
     PyBuffer_Release(&hdr);
@@ -328,7 +316,12 @@ static PyObject *content_fingerprint(PyObject *self, PyObject *const *args, Py_s
     return PyLong_FromUnsignedLongLong(value);
 }
 
-static PyObject *crc_source(PyObject *self, PyObject *unused);
+/* crc_source() -> str: whose CRC-32 the encoder uses ("zlib-ng" or "zlib"), for tests. */
+static PyObject *crc_source(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyUnicode_FromString(zng_crc32_fn != NULL ? "zlib-ng" : "zlib");
+}
 
 static PyMethodDef methods[] = {
     {"append_msg", (PyCFunction)(void (*)(void))append_msg, METH_FASTCALL,
@@ -377,13 +370,6 @@ static void find_zlib_ng(void) {
         }
     }
     Py_DECREF(file);
-}
-
-/* crc_source() -> str: whose CRC-32 the encoder uses ("zlib-ng" or "zlib"), for tests. */
-static PyObject *crc_source(PyObject *self, PyObject *unused) {
-    (void)self;
-    (void)unused;
-    return PyUnicode_FromString(zng_crc32_fn != NULL ? "zlib-ng" : "zlib");
 }
 
 PyMODINIT_FUNC PyInit__codec_c(void) {
