@@ -683,9 +683,7 @@ class Stream:
         size_cap = limits.FILESTORE_RECORD_BYTES_MAX if storage == "file" else _UNCAPPED_BYTES
         payload_cap = cfg.max_msg_size if cfg.max_msg_size >= 0 else _UNCAPPED_BYTES
         discard_new = cfg.discard == "new"
-        enforce = cfg.max_msgs_per_subject > 0 or (
-            cfg.discard == "old" and (cfg.max_msgs > 0 or cfg.max_bytes > 0)
-        )
+        enforce = self._per_subject_max > 0 or self._old_msgs_max > 0 or self._old_bytes_max > 0
         store_msg = self._store_msg
         results: list[PubResult] = []
         add_result = results.append
@@ -797,7 +795,7 @@ class Stream:
             size = self._msg_size(msg.subject, hdr, msg.data)
         if ttl_invalid and not sourced:
             return _error(ApiError(errors.MESSAGE_TTL_INVALID))
-        if cfg.subject_delete_marker_ttl > 0 and holds(hdr, HDR_MSG_TTL_BYTES):
+        if self._marker_ttl_on and holds(hdr, HDR_MSG_TTL_BYTES):
             raised = raise_to_marker_floor(hdr, cfg)
             if raised is not None:  # the stored header (and so the size) changes
                 msg = InboundMsg(msg.subject, raised, msg.data)
@@ -879,7 +877,7 @@ class Stream:
         rollup = ""
         rollup_value = _header(hdr, HDR_ROLLUP)
         if rollup_value:
-            if not (cfg.allow_rollup_hdrs and not cfg.deny_purge):
+            if not self._rollups_on:
                 return _error(ApiError(errors.STREAM_ROLLUP_FAILED, err="rollup not permitted"))
             rollup = go_lower(rollup_value)
             if rollup not in (ROLLUP_SUBJECT, ROLLUP_ALL):
