@@ -74,8 +74,9 @@ class ReadCache:
             msg = gen.pop(seq, None)
             if msg is not None:  # used again: now among the most recently used
                 set_untracked(gens[-1], seq, msg)
-                self._bytes -= entry_cost(msg)  # counted again by _add_newest
-                self._add_newest(seq, entry_cost(msg))
+                cost = entry_cost(msg)
+                self._bytes -= cost  # counted again by _add_newest
+                self._add_newest(seq, cost)
                 return msg
         return None
 
@@ -113,9 +114,9 @@ class ReadCache:
             self._evict(seq)
 
     def _begin_generation(self) -> None:
-        # Drops empty older generations and leave others sparse (a few messages of a work queue
-        # never acknowledged): the empty ones go, and beyond twice READ_CACHE_GENERATIONS the two
-        # oldest are merged, so a miss never walks more than that many dicts.
+        # Drops can leave older generations empty or sparse (a few messages of a work queue that
+        # are never acknowledged): the empty ones go, and beyond twice READ_CACHE_GENERATIONS the
+        # two oldest are merged, so a miss never walks more than that many dicts.
         gens = [gen for gen in self._gens if gen]
         while len(gens) > 2 * READ_CACHE_GENERATIONS:
             merged = gens.pop(0)
@@ -127,7 +128,7 @@ class ReadCache:
     def _evict(self, fresh: int) -> None:
         """Evict down to the budget from the oldest generation, never ``fresh`` (the message just
         put, which fits the budget alone). Inside a generation the order is the dict's last in,
-        first out (O(1)); only when that would take ``fresh`` (everything else sits in its own
+        first out (O(1)); only when that would take ``fresh`` (everything left shares its
         generation) is the generation walked from its oldest entry."""
         gens, total, limit = self._gens, self._bytes, self._bytes_max
         while total > limit:
