@@ -212,6 +212,13 @@ def _native_line_value() -> Callable[[bytes, bytes], str | None] | None:
 _line_value: Final[Callable[[bytes, bytes], str | None]] = _native_line_value() or _line_value_py
 
 
+@dataclass(frozen=True, slots=True)
+class _StageFacts:
+    sealed: bool
+    max_msg_size: int
+    allow_atomic: bool
+
+
 @dataclass(slots=True)
 class _OpenBatch:
     deadline_ns: int
@@ -226,6 +233,10 @@ class BatchStager:
         self._limits = batch_limits
         self._counter = counter
         self._open: dict[str, _OpenBatch] = {}
+        # The config facts every staged message reads, taken once per config object (configs
+        # are replaced, never changed in place; a model attribute is a dict lookup each time).
+        self._facts_of: StreamConfig | None = None
+        self._facts = _StageFacts(False, -1, False)
 
     def __len__(self) -> int:
         return len(self._open)
@@ -247,12 +258,18 @@ class BatchStager:
     ) -> StageOutcome:
         """Decide what a message with a non-empty ``Nats-Batch-Id`` does (see module doc)."""
         hdr = msg.hdr
-        if config.sealed:
+        facts = self._facts
+        if config is not self._facts_of:
+            facts = self._facts = _StageFacts(
+                config.sealed, config.max_msg_size, config.allow_atomic
+            )
+            self._facts_of = config
+        if facts.sealed:
             return Rejected(ApiError(errors.STREAM_SEALED))
-        max_size = config.max_msg_size
+        max_size = facts.max_msg_size
         if max_size >= 0 and (len(hdr) > max_size or len(msg.data) > max_size - len(hdr)):
             return Rejected(ApiError(errors.STREAM_MESSAGE_EXCEEDS_MAXIMUM))
-        if not config.allow_atomic:
+        if not facts.allow_atomic:
             return Rejected(ApiError(errors.ATOMIC_PUBLISH_DISABLED))
         if len(batch_id) > BATCH_ID_BYTES_MAX // 4 and _byte_len(batch_id) > BATCH_ID_BYTES_MAX:
             return Rejected(ApiError(errors.ATOMIC_PUBLISH_INVALID_BATCH_ID))

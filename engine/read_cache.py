@@ -3,12 +3,14 @@
 Every stored message passes through ``put`` on every replica (the store caches what it writes),
 so the cache is built for that path: plain dicts, one per *generation*. A put goes into the
 newest generation; once that holds a ``1/READ_CACHE_GENERATIONS`` share of the budget a new one
-begins. Over the budget, messages are evicted from the oldest generation; a hit in an older
-generation moves the message to the newest. The order is therefore least recently used between
-generations and arbitrary inside the oldest one, which is all a cache needs, at the cost of a
-plain dict insert and pop per message (an ``OrderedDict`` kept an exact order with a linked-list
-node per message, about 40% of the cache's cost). With a budget of a few entries each generation
-holds one message and the order is exact.
+begins. Over the budget, the oldest generation is dropped whole (its byte total is kept, so
+nothing is walked or recounted: the dict's own deallocation frees its messages); a hit in an
+older generation moves the message to the newest. The order is therefore least recently used
+between generations, which is all a cache needs, at the cost of a plain dict insert per message
+(an ``OrderedDict`` kept an exact order with a linked-list node per message, about 40% of the
+cache's cost; evicting message by message recounted each one's cost, 7% of a replica's apply).
+The cache then holds between 7/8 of its budget and all of it. With a budget of a few entries each
+generation holds one message and the order is exact.
 
 The byte accounting is exact: ``bytes`` never exceeds ``bytes_max`` after a call returns. A
 message costs its subject, header and payload bytes plus ``READ_CACHE_ENTRY_OVERHEAD_BYTES``.
@@ -35,14 +37,14 @@ def entry_cost(msg: StoredMsg) -> int:
 
 
 class ReadCache:
-    __slots__ = ("_bytes", "_bytes_max", "_generation_bytes_max", "_gens", "_newest_bytes")
+    __slots__ = ("_bytes", "_bytes_max", "_gen_bytes", "_generation_bytes_max", "_gens")
 
     def __init__(self, bytes_max: int) -> None:
         assert bytes_max >= 0, bytes_max
         self._bytes_max = bytes_max
         self._generation_bytes_max = bytes_max // READ_CACHE_GENERATIONS
         self._gens: list[dict[int, StoredMsg]] = [{}]  # oldest first; never empty
-        self._newest_bytes = 0  # what the newest generation holds (when to begin the next)
+        self._gen_bytes: list[int] = [0]  # what each generation holds, in the same order
         self._bytes = 0
 
     @property
@@ -70,11 +72,12 @@ class ReadCache:
         msg = gens[-1].get(seq)
         if msg is not None or len(gens) == 1:
             return msg
-        for gen in gens[-2::-1]:
-            msg = gen.pop(seq, None)
+        for position in range(len(gens) - 2, -1, -1):
+            msg = gens[position].pop(seq, None)
             if msg is not None:  # used again: now among the most recently used
                 set_untracked(gens[-1], seq, msg)
                 cost = entry_cost(msg)
+                self._gen_bytes[position] -= cost
                 self._bytes -= cost  # counted again by _add_newest
                 self._add_newest(seq, cost)
                 return msg
@@ -87,8 +90,7 @@ class ReadCache:
             if msg is not None:
                 cost = entry_cost(msg)
                 self._bytes -= cost
-                if position == len(gens) - 1:
-                    self._newest_bytes -= cost
+                self._gen_bytes[position] -= cost
                 return
 
     def drop_many(self, seqs: Iterable[int]) -> None:
@@ -101,50 +103,50 @@ class ReadCache:
 
     def clear(self) -> None:
         self._gens = [{}]
-        self._newest_bytes = 0
+        self._gen_bytes = [0]
         self._bytes = 0
 
     def _add_newest(self, seq: int, cost: int) -> None:
         """Account for ``seq`` (costing ``cost``), just stored in the newest generation."""
         self._bytes += cost
-        self._newest_bytes += cost
-        if self._newest_bytes >= self._generation_bytes_max:
-            self._begin_generation()
+        self._gen_bytes[-1] += cost
         if self._bytes > self._bytes_max:
             self._evict(seq)
+        if self._gen_bytes[-1] >= self._generation_bytes_max:
+            self._begin_generation()
 
     def _begin_generation(self) -> None:
         # Drops can leave older generations empty or sparse (a few messages of a work queue that
         # are never acknowledged): the empty ones go, and beyond twice READ_CACHE_GENERATIONS the
         # two oldest are merged, so a miss never walks more than that many dicts.
-        gens = [gen for gen in self._gens if gen]
+        kept = [position for position, gen in enumerate(self._gens) if gen]
+        gens = [self._gens[position] for position in kept]
+        gen_bytes = [self._gen_bytes[position] for position in kept]
         while len(gens) > 2 * READ_CACHE_GENERATIONS:
-            merged = gens.pop(0)
+            merged, merged_bytes = gens.pop(0), gen_bytes.pop(0)
             gens[0].update(merged)
+            gen_bytes[0] += merged_bytes
         gens.append({})
+        gen_bytes.append(0)
         self._gens = gens
-        self._newest_bytes = 0
+        self._gen_bytes = gen_bytes
 
     def _evict(self, fresh: int) -> None:
-        """Evict down to the budget from the oldest generation, never ``fresh`` (the message just
-        put, which fits the budget alone). Inside a generation the order is the dict's last in,
-        first out (O(1)); only when that would take ``fresh`` (everything left shares its
-        generation) is the generation walked from its oldest entry."""
-        gens, total, limit = self._gens, self._bytes, self._bytes_max
-        while total > limit:
-            oldest = gens[0]
-            if not oldest:
-                gens.pop(0)  # never the last: a generation holds ``fresh``
-                continue
-            seq, msg = oldest.popitem()
-            if seq != fresh:
-                total -= entry_cost(msg)
-                continue
-            set_untracked(oldest, seq, msg)  # back, as the most recent of its generation
-            for victim in list(oldest):
+        """Evict down to the budget: whole generations, oldest first, while there is one older
+        than the newest (which holds ``fresh``, the message just put, which fits the budget
+        alone); then from the newest, in insertion order, never ``fresh``."""
+        gens, gen_bytes, limit = self._gens, self._gen_bytes, self._bytes_max
+        total = self._bytes
+        while total > limit and len(gens) > 1:
+            total -= gen_bytes.pop(0)
+            del gens[0]  # its dict's deallocation frees the messages, in C
+        if total > limit:
+            newest = gens[0]  # the only one left
+            for victim in list(newest):
                 if total <= limit:
                     break
                 if victim != fresh:
-                    total -= entry_cost(oldest.pop(victim))
-            break
+                    cost = entry_cost(newest.pop(victim))
+                    total -= cost
+                    gen_bytes[0] -= cost
         self._bytes = total

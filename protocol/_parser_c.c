@@ -14,7 +14,6 @@
  * Must never: answer a line the strict patterns would not match, read past the buffer, or
  * answer differently from the Python fast path.
  */
-#define _GNU_SOURCE /* memmem */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <limits.h>
@@ -167,6 +166,24 @@ static PyObject *scan_pub(PyObject *self, PyObject *const *args, Py_ssize_t narg
     return result;
 }
 
+/* memmem for the short haystacks and needles of header probes: glibc's memmem prepares its
+ * two-way search on every call (25-35 ns on a 60-byte header), a memchr for the needle's first
+ * byte and a memcmp of the rest is about 15 ns. Worst case O(len(hay) * len(needle)), with both
+ * bounded by the header limit. */
+static const char *find_short(const char *hay, size_t hay_len, const char *needle,
+                              size_t needle_len) {
+    if (needle_len == 0) return hay;
+    if (needle_len > hay_len) return NULL;
+    const char *last = hay + (hay_len - needle_len);
+    while (hay <= last) {
+        const char *candidate = memchr(hay, needle[0], (size_t)(last - hay) + 1);
+        if (candidate == NULL) return NULL;
+        if (memcmp(candidate + 1, needle + 1, needle_len - 1) == 0) return candidate;
+        hay = candidate + 1;
+    }
+    return NULL;
+}
+
 /* header_line_value(hdr: bytes, line_key: bytes) -> str | None: the value of the first header
  * line whose "\r\n<key>:" is line_key, after its leading spaces, up to the line's CRLF (or the
  * end of hdr), decoded as the parser decodes; None when no line has that key. */
@@ -180,10 +197,10 @@ static PyObject *header_line_value(PyObject *self, PyObject *const *args, Py_ssi
     Py_ssize_t hdr_len = PyBytes_GET_SIZE(args[0]);
     const char *key = PyBytes_AS_STRING(args[1]);
     Py_ssize_t key_len = PyBytes_GET_SIZE(args[1]);
-    const char *found = memmem(hdr, (size_t)hdr_len, key, (size_t)key_len);
+    const char *found = find_short(hdr, (size_t)hdr_len, key, (size_t)key_len);
     if (found == NULL) Py_RETURN_NONE;
     const char *start = found + key_len, *limit = hdr + hdr_len;
-    const char *end = memmem(start, (size_t)(limit - start), "\r\n", 2);
+    const char *end = find_short(start, (size_t)(limit - start), "\r\n", 2);
     if (end == NULL) end = limit;
     while (start < end && *start == ' ') start++;
     return decode((const unsigned char *)start, end - start);
@@ -191,14 +208,14 @@ static PyObject *header_line_value(PyObject *self, PyObject *const *args, Py_ssi
 
 /* holds(buf: bytes, part: bytes) -> bool: ``part in buf``. The header probes of every published
  * and stored message use it: bytes ``in`` first tries ``part`` as an integer (building and
- * dropping a TypeError), and ``bytes.find`` parses its arguments into a tuple; this is a memmem. */
+ * dropping a TypeError), and ``bytes.find`` parses its arguments into a tuple; this is one find_short. */
 static PyObject *holds(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 2 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "holds(buf: bytes, part: bytes)");
         return NULL;
     }
-    const char *found = memmem(PyBytes_AS_STRING(args[0]), (size_t)PyBytes_GET_SIZE(args[0]),
+    const char *found = find_short(PyBytes_AS_STRING(args[0]), (size_t)PyBytes_GET_SIZE(args[0]),
                                PyBytes_AS_STRING(args[1]), (size_t)PyBytes_GET_SIZE(args[1]));
     return PyBool_FromLong(found != NULL);
 }
@@ -217,7 +234,7 @@ static PyObject *occurrences(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (part_len == 0) return PyLong_FromSsize_t(PyBytes_GET_SIZE(args[0]) + 1);
     Py_ssize_t n = 0;
     const char *found;
-    while ((found = memmem(p, (size_t)(end - p), part, part_len)) != NULL) {
+    while ((found = find_short(p, (size_t)(end - p), part, part_len)) != NULL) {
         n++;
         p = found + part_len;
     }

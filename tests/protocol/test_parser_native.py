@@ -123,6 +123,21 @@ def test_holds_and_occurrences_answer_as_in_and_count_in_both_forms(
             assert native_occurrences(buf, part) == buf.count(part)
 
 
+# Few distinct bytes: the search meets many false starts (the needle's first byte, then a
+# mismatch at any later position), overlapping candidates and needles longer than the buffer.
+NEAR_MISSES = st.binary(max_size=24).map(lambda raw: bytes(b"Na-\r\n"[b % 5] for b in raw))
+
+
+@settings(max_examples=500)
+@given(NEAR_MISSES, NEAR_MISSES)
+def test_the_probes_find_parts_among_near_misses(buf: bytes, part: bytes) -> None:
+    native_holds, native_occurrences = headers._native_holds(), headers._native_occurrences()
+    if native_holds is None or native_occurrences is None:
+        pytest.skip("the C header probe is not built here")
+    assert native_holds(buf, part) is (part in buf)
+    assert native_occurrences(buf, part) == buf.count(part)
+
+
 def test_the_native_build_probes_headers_in_c() -> None:
     native = headers._native_holds()
     if native is None:

@@ -197,6 +197,21 @@ def test_staging_table(row: Row) -> None:
     assert counter.count == expected_open
 
 
+def test_each_message_is_staged_under_the_config_it_comes_with() -> None:
+    """The stager keeps the facts it reads per message from the last config object: a new one
+    (a stream update) is read again, mid-batch too."""
+    s, _ = stager()
+    assert stage(s, bmsg("b", 1), ATOMIC) is STAGED
+    small = stage(s, bmsg("b", 2), make_config(allow_atomic=True, max_msg_size=1))
+    assert isinstance(small, Rejected) and small.error.err_code == 10054
+    assert stage(s, bmsg("c", 1), ATOMIC) is STAGED
+    sealed = stage(s, bmsg("c", 2), make_config(allow_atomic=True, sealed=True))
+    assert isinstance(sealed, Rejected) and sealed.error.err_code == 10109
+    off = stage(s, bmsg("c", 2), make_config(allow_atomic=False))
+    assert isinstance(off, Rejected) and off.error.err_code == 10174
+    assert stage(s, bmsg("c", 2), ATOMIC) is STAGED
+
+
 def test_too_large_texts_name_the_limit() -> None:
     s, _ = stager(msgs_max=5)
     outcome = stage(s, bmsg("b", 6))
