@@ -271,7 +271,7 @@ static int untrackable_type(PyTypeObject *type) {
  * an instance of a NamedTuple-like class (see untrackable_type), whose items are all atomic is
  * first taken off the cycle collector's lists: it cannot be part of a reference cycle. CPython
  * does the same for a plain tuple, but only at its first collection and never for a subclass, so
- * each message kept by the read cache, the memory store or the index was traversed by
+ * each message kept by the read cache or the memory store was traversed by
  * collections while it lived. (A function that returned the value untracked would not do: the
  * compiled callers rebuild a typed tuple when they store it.) */
 static PyObject *set_untracked(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {

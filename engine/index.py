@@ -19,8 +19,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from typing import Final
 
+from engine.meta_columns import MetaColumns, MetaTuple
 from engine.seqlist import SeqList
-from engine.store import set_untracked
 from protocol.subjects import FULL_WILDCARD, PARTIAL_WILDCARD, has_wildcard, subject_matches
 
 # A subject's sequences live in a plain list (an append is the cheapest possible add, and removing
@@ -55,18 +55,6 @@ def _count_from(seqs: _SubjectSeqs, value: int) -> int:
     if isinstance(seqs, SeqList):
         return seqs.count_from(value)
     return len(seqs) - bisect_left(seqs, value)
-
-
-# What the index keeps per live message: (subject, ts_ns, size_bytes, digest), a plain tuple.
-# Not an object of a class of ours: CPython's collector stops tracking a plain tuple of strings
-# and ints the first time it sees one, and an instance of any class stays tracked, to be walked
-# again by every full collection for as long as the message lives (with a million messages, a
-# collection pause of a tenth of a second).
-_Meta = tuple[str, int, int, int]
-_SUBJECT: Final = 0
-_TS_NS: Final = 1
-_SIZE_BYTES: Final = 2
-_DIGEST: Final = 3
 
 
 class MsgMeta:
@@ -169,8 +157,9 @@ def is_match_all(subject_filter: str) -> bool:
     return subject_filter in ("", FULL_WILDCARD)
 
 
-def _msg_meta(meta: _Meta) -> MsgMeta:
-    return MsgMeta(meta[_SUBJECT], meta[_TS_NS], meta[_SIZE_BYTES], meta[_DIGEST])
+def _msg_meta(meta: MetaTuple) -> MsgMeta:
+    subject, ts_ns, size_bytes, digest = meta
+    return MsgMeta(subject, ts_ns, size_bytes, digest)
 
 
 class StreamIndex:
@@ -181,7 +170,8 @@ class StreamIndex:
     def __init__(self) -> None:
         self._seqs = SeqList()
         self._subjects: dict[str, _SubjectSeqs] = {}
-        self._meta: dict[int, _Meta] = {}
+        # what is known of each live message, in columns (engine/meta_columns.py)
+        self._meta = MetaColumns()
         self._trie = SubjectTrie()
         self.bytes_total = 0
 
@@ -202,12 +192,12 @@ class StreamIndex:
                 self._subjects[subject] = SeqList(per_subject)
         else:
             per_subject.append(seq)
-        set_untracked(self._meta, seq, (subject, ts_ns, size_bytes, digest))
+        self._meta.put(seq, subject, ts_ns, size_bytes, digest)
         self.bytes_total += size_bytes
 
     def remove(self, seq: int) -> MsgMeta | None:
         """Forget a live message; None when it is not live."""
-        found = self._meta.pop(seq, None)
+        found = self._meta.pop(seq)
         if found is None:
             return None
         meta = _msg_meta(found)
@@ -226,7 +216,7 @@ class StreamIndex:
     def clear(self) -> None:
         self._seqs.clear()
         self._subjects = {}
-        self._meta = {}
+        self._meta.clear()
         self._trie.clear()
         self.bytes_total = 0
 
@@ -236,7 +226,7 @@ class StreamIndex:
         return len(self._seqs)
 
     def __contains__(self, seq: object) -> bool:
-        return seq in self._meta
+        return isinstance(seq, int) and self._meta.subject(seq) is not None
 
     def get(self, seq: int) -> MsgMeta | None:
         found = self._meta.get(seq)
@@ -290,9 +280,9 @@ class StreamIndex:
         if not has_wildcard(subject_filter):
             seqs = self._subjects.get(subject_filter)
             return None if seqs is None else _ceiling(seqs, start_seq)
-        probed = 0
+        probed, meta = 0, self._meta
         for seq in self._seqs.irange(minimum=start_seq):
-            if subject_matches(subject_filter, self._meta[seq][_SUBJECT]):
+            if subject_matches(subject_filter, meta.live_subject(seq)):
                 return seq
             probed += 1
             if probed >= WILDCARD_PROBE_MSGS:
@@ -315,9 +305,9 @@ class StreamIndex:
         if not has_wildcard(subject_filter):
             seqs = self._subjects.get(subject_filter)
             return None if seqs is None else _floor(seqs, ceiling)
-        probed = 0
+        probed, meta = 0, self._meta
         for seq in self._seqs.irange(maximum=ceiling, reverse=True):
-            if subject_matches(subject_filter, self._meta[seq][_SUBJECT]):
+            if subject_matches(subject_filter, meta.live_subject(seq)):
                 return seq
             probed += 1
             if probed >= WILDCARD_PROBE_MSGS:
@@ -351,7 +341,7 @@ class StreamIndex:
         lo, hi = 0, len(chunks)
         while lo < hi:
             mid = (lo + hi) // 2
-            if meta[chunks[mid][-1]][_TS_NS] < ts_ns:
+            if meta.ts(chunks[mid][-1]) < ts_ns:
                 lo = mid + 1
             else:
                 hi = mid
@@ -361,7 +351,7 @@ class StreamIndex:
         lo, hi = 0, len(chunk) - 1
         while lo < hi:
             mid = (lo + hi) // 2
-            if meta[chunk[mid]][_TS_NS] < ts_ns:
+            if meta.ts(chunk[mid]) < ts_ns:
                 lo = mid + 1
             else:
                 hi = mid

@@ -52,8 +52,8 @@ def _native_set_untracked() -> SetUntracked | None:
 
 
 # ``set_untracked(mapping, key, value)`` is ``mapping[key] = value``; in the native build a value
-# that is a tuple of str/bytes/int items (a StoredMsg, an index entry) is first taken off the
-# cycle collector's lists (engine/_codec_c.c): what a store or an index keeps for long is then not
+# that is a tuple of str/bytes/int items (a StoredMsg) is first taken off the
+# cycle collector's lists (engine/_codec_c.c): what a store keeps for long is then not
 # traversed by collections while it lives, which cost about a tenth of storing a message.
 set_untracked: Final[SetUntracked] = _native_set_untracked() or _set_untracked_py
 

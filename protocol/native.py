@@ -39,6 +39,7 @@ COMPILED_MODULES: Final = (
     "engine.index",
     "engine.limits",
     "engine.memstore",
+    "engine.meta_columns",
     "engine.read_cache",
     "engine.records",
     "engine.seqlist",
