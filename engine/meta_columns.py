@@ -97,15 +97,15 @@ class MetaColumns:
 
     def pop(self, seq: int) -> MetaTuple | None:
         """Forget a live ``seq`` and answer its fields; None when it is not live."""
-        found = self.get(seq)
-        if found is None:
+        chunk = self._holding(seq)
+        if chunk is None:
             return None
-        key = seq >> self._bits
-        chunk = self._chunks[key]
-        chunk.subjects[seq - chunk.start] = None
+        slot = seq - chunk.start
+        found = (chunk.live_subject(slot), chunk.ts[slot], chunk.sizes[slot], chunk.digests[slot])
+        chunk.subjects[slot] = None
         chunk.live -= 1
         if chunk.live == 0 and chunk is not self._newest:
-            del self._chunks[key]
+            del self._chunks[seq >> self._bits]
         return found
 
     def _holding(self, seq: int) -> _Chunk | None:
