@@ -248,8 +248,11 @@ def _enc_upstream_msgs(parts: list[bytes], msgs: tuple[MirroredMsg, ...]) -> Non
         parts += (_MIRRORED_HEAD.pack(msg.seq, msg.ts_ns), lens, subject, msg.hdr, msg.data)
 
 
-def _enc_inbound_msgs(parts: list[bytes], msgs: tuple[InboundMsg, ...]) -> None:
-    """The messages of a publish or batch entry, as ``_dec_inbound_msgs`` reads them back."""
+def _enc_inbound_msgs_py(msgs: tuple[InboundMsg, ...]) -> bytes:
+    """The messages of a publish or batch entry, as ``_dec_inbound_msgs`` reads them back. The
+    native build encodes them in C (``_enc_inbound_msgs``; tests/engine/test_entries_native.py
+    holds the two equal)."""
+    parts: list[bytes] = []
     append = parts.append
     for msg in msgs:
         subject = msg.subject.encode(STR_ENCODING, STR_ERRORS)
@@ -257,14 +260,26 @@ def _enc_inbound_msgs(parts: list[bytes], msgs: tuple[InboundMsg, ...]) -> None:
         append(subject)
         append(msg.hdr)
         append(msg.data)
+    return b"".join(parts)
+
+
+def _native_encode() -> Callable[[tuple[InboundMsg, ...]], bytes] | None:
+    try:
+        from engine._codec_c import encode_msgs
+    except ImportError:  # no native build, or not one of the current sources
+        return None
+    return encode_msgs
+
+
+_enc_inbound_msgs: Final = _native_encode() or _enc_inbound_msgs_py
 
 
 def _body(entry: Entry) -> tuple[int, bytes]:
     if isinstance(entry, PublishEntry):
         _check_i64(entry.ts_ns, "ts_ns")
-        parts = [_PUBLISH_HEAD.pack(entry.ts_ns, len(entry.msgs))]
-        _enc_inbound_msgs(parts, entry.msgs)
-        return TYPE_PUBLISH, b"".join(parts)
+        return TYPE_PUBLISH, _PUBLISH_HEAD.pack(entry.ts_ns, len(entry.msgs)) + _enc_inbound_msgs(
+            entry.msgs
+        )
     if isinstance(entry, DeleteMsgEntry):
         _check_i64(entry.ts_ns, "ts_ns")
         _check_u64(entry.seq, "seq")
@@ -284,9 +299,8 @@ def _body(entry: Entry) -> tuple[int, bytes]:
     if isinstance(entry, BatchCommitEntry):
         _check_i64(entry.ts_ns, "ts_ns")
         head = _I64.pack(entry.ts_ns) + _enc_str(entry.batch_id)
-        parts = [head, _BATCH_TAIL.pack(1 if entry.eob else 0, len(entry.msgs))]
-        _enc_inbound_msgs(parts, entry.msgs)
-        return TYPE_BATCH_COMMIT, b"".join(parts)
+        tail = _BATCH_TAIL.pack(1 if entry.eob else 0, len(entry.msgs))
+        return TYPE_BATCH_COMMIT, b"".join((head, tail, _enc_inbound_msgs(entry.msgs)))
     if isinstance(entry, MirrorEntry):
         _check_i64(entry.ts_ns, "ts_ns")
         _check_u64(entry.upstream_last_seq, "upstream_last_seq")

@@ -80,3 +80,26 @@ def test_the_native_build_decodes_entries_in_c() -> None:
 def _walk_raise(raw: bytes) -> None:
     reader = Reader(raw, HEAD.size + 12, len(raw) - 8)  # four bytes short of the last message
     entries._dec_inbound_msgs_c(reader, 2)
+
+
+@settings(max_examples=500)
+@given(msgs=MSGS, as_list=st.booleans())
+def test_the_c_encoder_writes_the_python_bytes(msgs: list[InboundMsg], as_list: bool) -> None:
+    """Surrogate-escaped subjects (not ASCII, encoded with surrogatepass) included."""
+    native = entries._native_encode()
+    if native is None:
+        pytest.skip("the C entry encoder is not built here")
+    assert entries._enc_inbound_msgs is native
+    given_msgs = msgs if as_list else tuple(msgs)
+    assert native(given_msgs) == entries._enc_inbound_msgs_py(tuple(msgs))  # type: ignore[arg-type]
+
+
+def test_the_c_encoder_refuses_what_is_not_a_message() -> None:
+    native = entries._native_encode()
+    if native is None:
+        pytest.skip("the C entry encoder is not built here")
+    with pytest.raises(AttributeError):
+        native((object(),))  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        native(5)  # type: ignore[arg-type]
+    assert native(()) == b""
