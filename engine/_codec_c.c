@@ -261,10 +261,11 @@ static PyObject *encode_msgs(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_TypeError, "encode_msgs(msgs) takes 1 argument");
         return NULL;
     }
-    PyObject *seq = PySequence_Fast(args[0], "encode_msgs: msgs must be a sequence");
+    /* a tuple (a list is copied: a property read below could otherwise change it under us) */
+    PyObject *seq = PySequence_Tuple(args[0]);
     if (seq == NULL) return NULL;
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
+    Py_ssize_t count = PyTuple_GET_SIZE(seq);
+    PyObject **items = &PyTuple_GET_ITEM(seq, 0);
     /* per message: the subject's UTF-8 (a str when it is ASCII, else an encoded bytes), hdr, data */
     PyObject **fields = PyMem_Calloc((size_t)(count ? count : 1) * 3, sizeof(PyObject *));
     PyObject *result = NULL;

@@ -103,3 +103,31 @@ def test_the_c_encoder_refuses_what_is_not_a_message() -> None:
     with pytest.raises(TypeError):
         native(5)  # type: ignore[arg-type]
     assert native(()) == b""
+
+
+def test_the_c_encoder_reads_a_list_it_was_given_as_it_was() -> None:
+    """A list is copied first: a message whose attribute read empties the list (only possible
+    with an interpreted stand-in, never an InboundMsg) must not make the walk read freed items."""
+    native = entries._native_encode()
+    if native is None:
+        pytest.skip("the C entry encoder is not built here")
+
+    class Emptying:
+        hdr = b""
+        data = b"d"
+
+        def __init__(self, owner: list[object]) -> None:
+            self.owner = owner
+
+        @property
+        def subject(self) -> str:
+            del self.owner[:]
+            return "x"
+
+    msgs: list[object] = []
+    msgs.extend([Emptying(msgs), *(InboundMsg("y" * 50, b"h", b"d") for _ in range(50))])
+    snapshot = tuple(msgs)
+    encoded = native(msgs)  # type: ignore[arg-type]
+    assert encoded == native(
+        tuple(InboundMsg("x", b"", b"d") if m is snapshot[0] else m for m in snapshot)
+    )  # type: ignore[misc]
