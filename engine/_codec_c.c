@@ -81,6 +81,24 @@ static uint32_t crc_continue(uint32_t start, const unsigned char *p, size_t n) {
 
 static uint32_t crc_of(const unsigned char *p, size_t n) { return crc_continue(0, p, n); }
 
+/* A subject's UTF-8: a str's own data when it is ASCII (*encoded set to NULL), else encoded
+ * into a new bytes the caller releases (*encoded). The parser hands on a client's non-UTF-8
+ * bytes as lone surrogates: surrogatepass makes them round-trip. NULL on error. */
+static const char *subject_utf8(PyObject *subject, Py_ssize_t *len, PyObject **encoded) {
+    *encoded = NULL;
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_Check(subject) && PyUnicode_READY(subject) < 0) return NULL;
+#endif
+    if (PyUnicode_Check(subject) && PyUnicode_IS_ASCII(subject)) {
+        *len = PyUnicode_GET_LENGTH(subject);
+        return (const char *)PyUnicode_DATA(subject);
+    }
+    *encoded = PyUnicode_AsEncodedString(subject, "utf-8", "surrogatepass");
+    if (*encoded == NULL) return NULL;
+    *len = PyBytes_GET_SIZE(*encoded);
+    return PyBytes_AS_STRING(*encoded);
+}
+
 /* append_msg(buf: bytearray, msg: StoredMsg) -> int: the record's length in bytes. */
 static PyObject *append_msg(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -102,23 +120,10 @@ static PyObject *append_msg(PyObject *self, PyObject *const *args, Py_ssize_t na
     long long ts_ns = PyLong_AsLongLong(PyTuple_GET_ITEM(msg, 4));
     if (ts_ns == -1 && PyErr_Occurred()) return NULL;
 
-    PyObject *subject = PyTuple_GET_ITEM(msg, 1);
-    PyObject *encoded = NULL;  /* owned: the subject's UTF-8 bytes when it is not ASCII */
-    const char *subject_p;
+    PyObject *encoded;  /* owned: the subject's UTF-8 bytes when it is not ASCII */
     Py_ssize_t subject_len;
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_Check(subject) && PyUnicode_READY(subject) < 0) return NULL;
-#endif
-    if (PyUnicode_Check(subject) && PyUnicode_IS_ASCII(subject)) {
-        subject_p = (const char *)PyUnicode_DATA(subject);
-        subject_len = PyUnicode_GET_LENGTH(subject);
-    } else {
-        /* the parser hands on a client's non-UTF-8 bytes as lone surrogates: they round-trip */
-        encoded = PyUnicode_AsEncodedString(subject, "utf-8", "surrogatepass");
-        if (encoded == NULL) return NULL;
-        subject_p = PyBytes_AS_STRING(encoded);
-        subject_len = PyBytes_GET_SIZE(encoded);
-    }
+    const char *subject_p = subject_utf8(PyTuple_GET_ITEM(msg, 1), &subject_len, &encoded);
+    if (subject_p == NULL) return NULL;
 
     /* bytes only, as the compiled Python encoder: a mutable buffer is refused before anything
        is written (the store caches what it stores and must not share a caller's bytearray) */
@@ -255,6 +260,13 @@ fail:
  * raises TypeError. */
 static PyObject *attr_subject = NULL, *attr_hdr = NULL, *attr_data = NULL;
 
+/* One message of encode_msgs: what keeps its three fields alive, and their bytes. */
+typedef struct {
+    PyObject *keep[3]; /* the subject str (ASCII) or its encoded bytes, the hdr, the data */
+    const char *bytes[3];
+    Py_ssize_t len[3];
+} msg_fields;
+
 static PyObject *encode_msgs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 1) {
@@ -265,9 +277,7 @@ static PyObject *encode_msgs(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *seq = PySequence_Tuple(args[0]);
     if (seq == NULL) return NULL;
     Py_ssize_t count = PyTuple_GET_SIZE(seq);
-    PyObject **items = &PyTuple_GET_ITEM(seq, 0);
-    /* per message: the subject's UTF-8 (a str when it is ASCII, else an encoded bytes), hdr, data */
-    PyObject **fields = PyMem_Calloc((size_t)(count ? count : 1) * 3, sizeof(PyObject *));
+    msg_fields *fields = PyMem_Calloc((size_t)(count ? count : 1), sizeof(msg_fields));
     PyObject *result = NULL;
     if (fields == NULL) {
         PyErr_NoMemory();
@@ -275,38 +285,42 @@ static PyObject *encode_msgs(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject **f = fields + 3 * i;
-        PyObject *subject = PyObject_GetAttr(items[i], attr_subject);
+        msg_fields *f = fields + i;
+        PyObject *item = PyTuple_GET_ITEM(seq, i);
+        PyObject *subject = PyObject_GetAttr(item, attr_subject);
         if (subject == NULL) goto done;
         if (!PyUnicode_Check(subject)) {
             Py_DECREF(subject);
             PyErr_SetString(PyExc_TypeError, "encode_msgs: a subject is not a str");
             goto done;
         }
-        if (PyUnicode_IS_ASCII(subject)) {
-            f[0] = subject;
-        } else {
-            f[0] = PyUnicode_AsEncodedString(subject, "utf-8", "surrogatepass");
+        PyObject *encoded;
+        f->bytes[0] = subject_utf8(subject, &f->len[0], &encoded);
+        if (encoded != NULL) { /* keep the UTF-8 bytes rather than the str */
             Py_DECREF(subject);
-            if (f[0] == NULL) goto done;
+            subject = encoded;
         }
-        f[1] = PyObject_GetAttr(items[i], attr_hdr);
-        if (f[1] == NULL) goto done;
-        f[2] = PyObject_GetAttr(items[i], attr_data);
-        if (f[2] == NULL) goto done;
-        if (!PyBytes_Check(f[1]) || !PyBytes_Check(f[2])) {
+        f->keep[0] = subject; /* released below, also when subject_utf8 failed */
+        if (f->bytes[0] == NULL) goto done;
+        f->keep[1] = PyObject_GetAttr(item, attr_hdr);
+        if (f->keep[1] == NULL) goto done;
+        f->keep[2] = PyObject_GetAttr(item, attr_data);
+        if (f->keep[2] == NULL) goto done;
+        if (!PyBytes_Check(f->keep[1]) || !PyBytes_Check(f->keep[2])) {
             PyErr_SetString(PyExc_TypeError, "encode_msgs: a header or data is not bytes");
             goto done;
         }
-        Py_ssize_t subject_len =
-            PyUnicode_Check(f[0]) ? PyUnicode_GET_LENGTH(f[0]) : PyBytes_GET_SIZE(f[0]);
-        Py_ssize_t lens[3] = {subject_len, PyBytes_GET_SIZE(f[1]), PyBytes_GET_SIZE(f[2])};
+        for (int k = 1; k < 3; k++) {
+            f->bytes[k] = PyBytes_AS_STRING(f->keep[k]);
+            f->len[k] = PyBytes_GET_SIZE(f->keep[k]);
+        }
         for (int k = 0; k < 3; k++) {
-            if ((uint64_t)lens[k] > UINT32_MAX || total > PY_SSIZE_T_MAX - 12 - lens[k]) {
+            if ((uint64_t)f->len[k] > UINT32_MAX ||
+                total > PY_SSIZE_T_MAX - MSG_LENS_BYTES - f->len[k]) {
                 PyErr_SetString(PyExc_OverflowError, "encode_msgs: a field is too long");
                 goto done;
             }
-            total += lens[k];
+            total += f->len[k];
         }
         total += MSG_LENS_BYTES;
     }
@@ -314,30 +328,18 @@ static PyObject *encode_msgs(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (result == NULL) goto done;
     unsigned char *out = (unsigned char *)PyBytes_AS_STRING(result);
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject **f = fields + 3 * i;
-        const char *parts[3];
-        Py_ssize_t lens[3];
-        if (PyUnicode_Check(f[0])) {
-            parts[0] = (const char *)PyUnicode_DATA(f[0]);
-            lens[0] = PyUnicode_GET_LENGTH(f[0]);
-        } else {
-            parts[0] = PyBytes_AS_STRING(f[0]);
-            lens[0] = PyBytes_GET_SIZE(f[0]);
-        }
-        for (int k = 1; k < 3; k++) {
-            parts[k] = PyBytes_AS_STRING(f[k]);
-            lens[k] = PyBytes_GET_SIZE(f[k]);
-        }
-        for (int k = 0; k < 3; k++) put_u32be(out + 4 * k, (uint32_t)lens[k]);
+        const msg_fields *f = fields + i;
+        for (int k = 0; k < 3; k++) put_u32be(out + 4 * k, (uint32_t)f->len[k]);
         out += MSG_LENS_BYTES;
         for (int k = 0; k < 3; k++) {
-            memcpy(out, parts[k], (size_t)lens[k]);
-            out += lens[k];
+            memcpy(out, f->bytes[k], (size_t)f->len[k]);
+            out += f->len[k];
         }
     }
 done:
     if (fields != NULL) {
-        for (Py_ssize_t i = 0; i < 3 * count; i++) Py_XDECREF(fields[i]);
+        for (Py_ssize_t i = 0; i < count; i++)
+            for (int k = 0; k < 3; k++) Py_XDECREF(fields[i].keep[k]);
         PyMem_Free(fields);
     }
     Py_DECREF(seq);

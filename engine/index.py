@@ -59,7 +59,7 @@ def _count_from(seqs: _SubjectSeqs, value: int) -> int:
 
 class MsgMeta:
     """What the index knows of one live message (payloads stay in the store), as ``get`` and
-    ``remove`` answer it: built on demand from the index's tuple."""
+    ``remove`` answer it: built on demand from the index's columns."""
 
     __slots__ = ("digest", "size_bytes", "subject", "ts_ns")
 
@@ -226,7 +226,7 @@ class StreamIndex:
         return len(self._seqs)
 
     def __contains__(self, seq: object) -> bool:
-        return isinstance(seq, int) and self._meta.subject(seq) is not None
+        return isinstance(seq, int) and seq in self._meta
 
     def get(self, seq: int) -> MsgMeta | None:
         found = self._meta.get(seq)

@@ -50,6 +50,14 @@ class _Chunk:
         assert subject is not None, slot  # the caller found the slot live
         return subject
 
+    def fields(self, slot: int) -> MetaTuple:
+        """A live slot's fields."""
+        return (self.live_subject(slot), self.ts[slot], self.sizes[slot], self.digests[slot])
+
+    def sparse(self) -> bool:
+        """Live seqs below ``1/META_SPARSE_FRACTION`` of the slots (none live included)."""
+        return self.live * META_SPARSE_FRACTION < len(self.subjects)
+
 
 class MetaColumns:
     __slots__ = ("_bits", "_chunks", "_newest", "_newest_key", "_sparse")
@@ -84,18 +92,10 @@ class MetaColumns:
         chunk = self._holding(seq)
         if chunk is None:
             return self._sparse.get(seq)
-        slot = seq - chunk.start
-        return (chunk.live_subject(slot), chunk.ts[slot], chunk.sizes[slot], chunk.digests[slot])
+        return chunk.fields(seq - chunk.start)
 
     def __contains__(self, seq: int) -> bool:
         return self._holding(seq) is not None or seq in self._sparse
-
-    def subject(self, seq: int) -> str | None:
-        chunk = self._holding(seq)
-        if chunk is not None:
-            return chunk.subjects[seq - chunk.start]
-        found = self._sparse.get(seq)
-        return None if found is None else found[0]
 
     def live_subject(self, seq: int) -> str:
         """The subject of a live ``seq`` (KeyError when it is not live)."""
@@ -117,11 +117,11 @@ class MetaColumns:
         if chunk is None:
             return self._sparse.pop(seq, None)
         slot = seq - chunk.start
-        found = (chunk.live_subject(slot), chunk.ts[slot], chunk.sizes[slot], chunk.digests[slot])
+        found = chunk.fields(slot)
         chunk.subjects[slot] = None
         chunk.ts[slot] = chunk.sizes[slot] = chunk.digests[slot] = 0
         chunk.live -= 1
-        if chunk is not self._newest and chunk.live * META_SPARSE_FRACTION < len(chunk.subjects):
+        if chunk is not self._newest and chunk.sparse():
             self._drop_sparse(seq >> self._bits, chunk)
         return found
 
@@ -154,18 +154,13 @@ class MetaColumns:
         sparse = self._sparse
         for slot, subject in enumerate(chunk.subjects):
             if subject is not None:
-                sparse[chunk.start + slot] = (
-                    subject,
-                    chunk.ts[slot],
-                    chunk.sizes[slot],
-                    chunk.digests[slot],
-                )
+                sparse[chunk.start + slot] = chunk.fields(slot)
         del self._chunks[key]
 
     def _begin_chunk(self, key: int, seq: int) -> _Chunk:
         assert key > self._newest_key, (seq, self._newest_key)  # seqs only increase
         previous = self._newest
-        if previous is not None and previous.live * META_SPARSE_FRACTION < len(previous.subjects):
+        if previous is not None and previous.sparse():
             self._drop_sparse(self._newest_key, previous)  # no longer the newest
         chunk = self._chunks[key] = _Chunk(seq)
         self._newest = chunk
