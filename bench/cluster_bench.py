@@ -3,7 +3,8 @@
 Owns: starting each cluster as three separate processes on free 127.0.0.1 ports (one cluster at a
 time, the other stopped), each node with its own store directory; waiting until the cluster can
 host a stream (jetraft: ``/healthz`` 200 on every node; both: ``$JS.API.INFO`` answered and a
-``num_replicas: 3`` file stream created through node 1, retried until a deadline); running the
+``num_replicas: 3`` file stream created through node 1, retried until a deadline, and its leader
+moved to node 1 with a stepdown naming it, for both servers alike); running the
 phases of :mod:`bench.loadgen` (sync publish, pipelined publish, sync and pipelined Direct Get)
 and of :mod:`bench.batch_bench` (atomic batches of 1000 messages) over one connection to node 1;
 and printing a table of the clusters with jetraft's ratio to each nats-server and the R3 floors
@@ -107,6 +108,7 @@ NODE_READY_TIMEOUT_S = 30.0  # each node answers PING
 CLUSTER_READY_TIMEOUT_S = 90.0  # healthz, $JS.API.INFO and a created stream
 READY_POLL_INTERVAL_S = 0.25
 READY_API_TIMEOUT_S = 2.0
+STEPDOWN_SETTLE_S = 5.0  # a stream leader election, both servers: well under a second here
 CONNECT_TIMEOUT_S = 10.0
 API_TIMEOUT_S = 10.0
 HTTP_OK = 200
@@ -433,6 +435,35 @@ async def create_stream(router: InboxRouter, config: dict[str, Any], deadline: f
             await asyncio.sleep(READY_POLL_INTERVAL_S)
 
 
+async def lead_from(router: InboxRouter, name: str, server: str, deadline: float) -> None:
+    """Move ``name``'s leader to ``server`` (the client's node) with a stream leader stepdown
+    naming it as ``placement.preferred``, and poll stream info until it leads there.
+
+    Both servers forward a client's publish to wherever the stream leader is: nats-server places
+    it at random, jetraft on the first of the least loaded peers. Measured with the leader on
+    another node, a server pays one more hop per message than with it on the client's node, and
+    the R3 ratios moved by up to 0.2 with that placement alone; so both lead from node 1."""
+    last = "nothing tried"
+    settle_until = 0.0  # after a stepdown: give the election time before asking again
+    while True:
+        try:
+            info = await stream_info(router, name)
+            leader = info.get("cluster", {}).get("leader")
+            if leader == server:
+                return
+            if time.monotonic() >= settle_until:
+                body = {"placement": {"preferred": server}}
+                subject = f"$JS.API.STREAM.LEADER.STEPDOWN.{name}"
+                answer = await _api(router, subject, body, READY_API_TIMEOUT_S)
+                last = f"leader {leader}, stepdown answered {answer.get('error') or 'success'}"
+                settle_until = time.monotonic() + STEPDOWN_SETTLE_S
+        except (TimeoutError, ClusterBenchError) as err:
+            last = f"{type(err).__name__} {err}"
+        if time.monotonic() > deadline:
+            raise ClusterBenchError(f"stream {name} could not be led from {server}: {last}")
+        await asyncio.sleep(READY_POLL_INTERVAL_S)
+
+
 async def stream_info(router: InboxRouter, name: str) -> dict[str, Any]:
     answer = await _api(router, f"$JS.API.STREAM.INFO.{name}", None, API_TIMEOUT_S)
     if "error" in answer:
@@ -597,6 +628,8 @@ class ClusterLoad:
         await create_stream(
             self.router, stream_config(DEFAULT_STREAM, [f"{SUBJECT_PREFIX}.*"]), deadline
         )
+        client_node = self.procs.nodes[0].name
+        await lead_from(self.router, DEFAULT_STREAM, client_node, deadline)
         info = await stream_info(self.router, DEFAULT_STREAM)
         self.run.leaders[DEFAULT_STREAM] = str(info.get("cluster", {}).get("leader", ""))
         self.run.meta_leader = meta_leader(self.procs)
@@ -607,11 +640,11 @@ class ClusterLoad:
         )
         await _api(self.router, f"$JS.API.STREAM.DELETE.{DEFAULT_STREAM}", None, API_TIMEOUT_S)
         # bench.batch.> does not overlap bench.*, so the delete above is not needed for the create
+        deadline = time.monotonic() + CLUSTER_READY_TIMEOUT_S
         await create_stream(
-            self.router,
-            stream_config(BATCH_STREAM, [f"{BATCH_SUBJECT_PREFIX}.>"]),
-            time.monotonic() + CLUSTER_READY_TIMEOUT_S,
+            self.router, stream_config(BATCH_STREAM, [f"{BATCH_SUBJECT_PREFIX}.>"]), deadline
         )
+        await lead_from(self.router, BATCH_STREAM, client_node, deadline)
         await self.batch_phase()
         self.run.leaders[BATCH_STREAM] = leader_note(await stream_info(self.router, BATCH_STREAM))
 
