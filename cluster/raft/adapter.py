@@ -227,6 +227,7 @@ class SyncObjCore(SyncObj):  # type: ignore[misc]  # pysyncobj is untyped
         self._read_snapshot_fn = read_snapshot
         self._on_state_change = on_state_change
         self._journal = journal
+        self._commit_before_tick = 0  # the commit index as the current tick found it
         self._nodes = {p: Node(p) for p in peer_ids}
         self._transport = _GroupTransport(group_name, transport, journal, request_sync)
         conf = SyncObjConf(
@@ -283,18 +284,54 @@ class SyncObjCore(SyncObj):  # type: ignore[misc]  # pysyncobj is untyped
         return self._apply_fn(self.raftLastApplied + 1, command[1:])
 
     def _SyncObj__applyLogEntries(self) -> bool:
-        """A leader whose commit index just moved tells the followers first, then applies.
+        """A leader's commit counts itself only for what its journal has synced
+        (``_count_leader_durable``); a leader whose commit index then moved tells the followers
+        first, then applies.
         pysyncobj applies and only then sends the append that carries the new commit index, so
         a follower began its own apply of an entry once the leader had finished it: on a busy
         node (a 1,000-message batch applies for milliseconds) the replicas' applies ran one
         after the other and then held up the next entry's replication. Whether anything more
         goes out after the apply is pysyncobj's own rule (a heartbeat when it is due)."""
+        # not only as leader: a leader whose fallback timer made it a follower in this very tick
+        # has the uncounted commit index too (for a follower the tick never raised it: no-op)
+        self._count_leader_durable()
         if self._isLeader() and self.raftCommitIndex > self.raftLastApplied:
             self._SyncObj__sendAppendEntries()
             self._transport.transport.flush()  # now, not at the end of the loop turn
             SyncObj._SyncObj__applyLogEntries(self)
             return False
         return bool(SyncObj._SyncObj__applyLogEntries(self))
+
+    def _count_leader_durable(self) -> None:
+        """Lower the commit index pysyncobj just computed to what a majority holds durably.
+
+        pysyncobj counts the leader for every entry of its log. The driver fsyncs a leader's
+        journal in a worker thread while the loop goes on (cluster/raft/driver.py), so an entry
+        the leader appended may not be on its disk yet: the leader counts only up to its
+        journal's ``synced_index``. Runs before anything reads the new value (the apply, the
+        appends that carry it to the followers), also when the leader stepped down later in the
+        same tick; the value before this tick was safe, so the result is never below it. An
+        entry of an earlier term is never committed by counting (Raft's rule, which pysyncobj's
+        own loop keeps): then the commit stays where it was."""
+        commit = self._SyncObj__raftCommitIndex
+        before = self._commit_before_tick
+        if commit <= before:
+            return
+        durable = self._journal.synced_index
+        if durable >= commit:
+            return
+        match: dict[Node, int] = self._SyncObj__raftMatchIndex
+        held = sorted(
+            [durable, *(match.get(node, 0) for node in self._SyncObj__otherNodes)], reverse=True
+        )
+        # held[k] is on at least k + 1 members: k = n // 2 is the first that is a majority
+        safe = min(commit, held[len(held) // 2])
+        entry = self._journal.entry_at(safe) if safe > before else None
+        if entry is None or entry[2] != self._SyncObj__raftCurrentTerm:
+            safe = before
+        self._SyncObj__raftCommitIndex = safe
+        self._SyncObj__leaderCommitIndex = safe
+        self._SyncObj__raftLog.setRaftCommitIndex(safe)
 
     def _checkCommandsToApply(self) -> None:
         """Proposals are appended by the leader or refused — never forwarded. pysyncobj hands a
@@ -330,6 +367,7 @@ class SyncObjCore(SyncObj):  # type: ignore[misc]  # pysyncobj is untyped
 
     # --- what RaftGroup uses -----------------------------------------------------------------
     def tick(self) -> None:
+        self._commit_before_tick = self._SyncObj__raftCommitIndex
         self.doTick(0.0)
 
     def propose(self, payload: bytes, done: ProposalDone) -> None:
@@ -447,6 +485,12 @@ class SyncObjCore(SyncObj):  # type: ignore[misc]  # pysyncobj is untyped
 
     def become_leader(self) -> None:
         self._SyncObj__onBecomeLeader()
+
+    def hear_nothing_for(self, seconds: float) -> None:
+        """Leader: as if no follower had answered for ``seconds`` (the leader fallback timer)."""
+        heard: dict[Node, float] = self._SyncObj__lastResponseTime
+        for node in heard:
+            heard[node] = pysyncobj_monotonic() - seconds
 
     def follow(self, peer: str) -> None:
         """Be a follower that knows ``peer`` as its leader."""

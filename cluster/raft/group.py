@@ -10,11 +10,12 @@ it, this module supplies what makes it fit a server that must not lose acknowled
   dropped; a snapshot chunk never raises the commit index (``receive``). Proposals forwarded
   by a peer are taken by the meta group only (``forward_proposals``, checked by the driver).
 * **Journal**: ``DurableJournal`` (our format, no pickle on disk). Appends are group-committed:
-  the driver syncs the journals before and after each round of ticks (``sync_journal``, in
-  worker threads while the loop waits when there are several, then ``release_synced``), so the
-  leader's own entries are durable before the next tick's commit rule counts the leader, and a
-  follower's append reply goes out only once its entries are (the adapter holds it until then).
-  A failed sync stops the group on this node (``failed``) until it restarts.
+  the driver syncs the journals after each round of ticks (``sync_journal``, then
+  ``release_synced``). A follower's append reply goes out only once its entries are durable (the
+  adapter holds it until then; the loop waits for followers' syncs, in worker threads when
+  there are several). A leader's sync runs in a worker thread while the loop goes on, and the
+  commit rule counts the leader only for entries its journal has synced (the adapter). A
+  failed sync stops the group on this node (``failed``) until it restarts.
 * **Apply**: log entries are our own bytes; ``apply_fn(index, payload)`` runs for every committed
   entry, on every member, in log order. Its return value reaches the proposer's future.
 * **Snapshots**: small files of our own JSON — "applied through index I" plus whatever small state
@@ -308,7 +309,9 @@ class RaftGroup:
         )
 
     def close(self) -> None:
-        if self.failed is None:  # a failed journal refuses every sync
+        # a failed journal refuses every sync (it may have failed in a worker thread, before the
+        # driver stopped the group)
+        if self.failed is None and self.journal.failed is None:
             self.journal.sync()
         self.journal._destroy()
 

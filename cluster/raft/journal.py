@@ -387,6 +387,20 @@ class DurableJournal:
             return self._entries[count - 1][1] if count else 0
 
     @property
+    def failed(self) -> str | None:
+        """Why the journal refuses everything (an I/O error or failed fsync); None while usable.
+        Set by whichever thread met the error, before that error is raised."""
+        return self._failed
+
+    @property
+    def unsynced_bytes(self) -> int:
+        """Bytes of the log's entries that no completed sync covers yet (what the next fsync
+        has to write out, near enough: a truncation since is not counted)."""
+        with self._lock:
+            position = bisect_right(self._gens, self._synced_generation)
+            return self._end - self._offsets[position] if position < len(self._offsets) else 0
+
+    @property
     def size_bytes(self) -> int:
         """Current size of ``raft.log`` (header included)."""
         return self._end

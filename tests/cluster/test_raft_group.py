@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cluster.raft.adapter import _GroupTransport
-from cluster.raft.driver import RaftDriver
-from cluster.raft.group import RaftGroup
+from cluster.raft.driver import RAFT_SYNC_BEHIND_BYTES_MIN, RaftDriver
+from cluster.raft.group import RAFT_LEADER_FALLBACK_S, RaftGroup
 from cluster.raft.journal import LOG_FILE_NAME, DurableJournal
 from engine import disk
 
@@ -409,9 +411,10 @@ async def test_a_leader_tells_the_followers_the_new_commit_index_before_it_appli
         group.core.become_leader()
         assert group.is_leader
         future = group.propose(b"payload")
-        driver.tick_all([group])  # appended here (and synced), sent to n2 and n3
+        driver.tick_all([group])  # appended here, sent to n2 and n3, synced behind the loop
         index = group.last_log_index
         assert index > group.commit_index
+        await _synced_through(group, index)
         routes.sent.clear()
         flushes_before = routes.flushes
         reply = {"type": "next_node_idx", "next_node_idx": index + 1}
@@ -424,4 +427,146 @@ async def test_a_leader_tells_the_followers_the_new_commit_index_before_it_appli
         assert sorted(peer for peer, commit in told if commit >= index) == ["n2", "n3"]
         assert flushes > flushes_before
     finally:
+        await driver.close()
+
+
+SYNC_WAIT_S = 10.0
+# an entry large enough that the leader syncs it behind the loop
+LARGE_PAYLOAD = b"x" * RAFT_SYNC_BEHIND_BYTES_MIN
+
+
+async def _synced_through(group: RaftGroup, index: int) -> None:
+    """Let the loop run until the leader's background sync covers ``index``."""
+    deadline = time.monotonic() + SYNC_WAIT_S
+    while group.journal.synced_index < index:
+        assert time.monotonic() < deadline, "the leader's journal sync did not end"
+        await asyncio.sleep(0.005)
+
+
+def _leader_with_a_gated_sync(
+    tmp_path: Path, name: str
+) -> tuple[RaftGroup, RaftDriver, threading.Event]:
+    """A leader of n1..n3 whose journal syncs wait until the returned event is set (its no-op
+    entry of becoming leader, small and synced inline, already synced)."""
+    gate = threading.Event()
+    group = RaftGroup(
+        name, "n1", ["n1", "n2", "n3"], tmp_path / name, _Routes(), _Driver(), _no_apply
+    )
+    real_sync = group.sync_journal
+
+    def gated_sync() -> None:
+        assert gate.wait(SYNC_WAIT_S), "the test never opened the gate"
+        real_sync()
+
+    group.sync_journal = gated_sync  # type: ignore[method-assign]
+    driver = RaftDriver()
+    driver.add(group)
+    for peer in ("n2", "n3"):
+        driver.on_peer_up(peer)
+    group.core.become_leader()
+    assert group.is_leader
+    gate.set()
+    driver.tick_all([group])
+    assert not group.journal.dirty
+    gate.clear()
+    return group, driver, gate
+
+
+def _append_reply(driver: RaftDriver, group: RaftGroup, peer: str, index: int) -> None:
+    reply = {"type": "next_node_idx", "next_node_idx": index + 1, "reset": False, "success": True}
+    driver.on_raft(peer, group.group_name, reply)
+    driver.tick_all([group])
+
+
+async def test_a_leader_counts_itself_only_for_entries_its_journal_synced(
+    tmp_path: Path,
+) -> None:
+    """A leader's sync of a large entry runs behind the loop. Until it ends, one follower's
+    acknowledgement is not a majority (the leader's copy may still be lost in a power cut);
+    both followers' are. Once the sync ends, the leader and one follower are."""
+    group, driver, gate = _leader_with_a_gated_sync(tmp_path, "S.L")
+    try:
+        first = group.propose(LARGE_PAYLOAD)
+        driver.tick_all([group])  # appended and sent; its sync waits at the gate
+        index = group.last_log_index
+        assert group.journal.synced_index < index
+        _append_reply(driver, group, "n2", index)
+        assert group.commit_index < index and not first.done()
+        _append_reply(driver, group, "n3", index)
+        assert group.commit_index == index
+        await asyncio.wait_for(first, SYNC_WAIT_S)  # committed by the followers alone
+        second = group.propose(LARGE_PAYLOAD)
+        driver.tick_all([group])
+        index = group.last_log_index
+        _append_reply(driver, group, "n2", index)
+        assert group.commit_index < index and not second.done()
+        gate.set()
+        await _synced_through(group, index)
+        driver.tick_all([group])  # (the sync's end also kicks the group)
+        assert group.commit_index == index
+        await asyncio.wait_for(second, SYNC_WAIT_S)
+    finally:
+        gate.set()
+        await driver.close()
+
+
+async def test_a_leader_that_steps_down_in_the_tick_still_counts_only_its_synced_entries(
+    tmp_path: Path,
+) -> None:
+    """pysyncobj raises the commit index, then its fallback timer turns a leader that heard from
+    no majority for too long into a follower, then it applies: the commit it applies is the one
+    that counts the leader only for what its journal synced (here: one follower acknowledged an
+    entry whose sync on the leader has not ended, which is no majority)."""
+    group, driver, gate = _leader_with_a_gated_sync(tmp_path, "S.F")
+    try:
+        future = group.propose(LARGE_PAYLOAD)
+        driver.tick_all([group])  # its sync waits at the gate
+        index = group.last_log_index
+        _append_reply(driver, group, "n2", index)
+        assert group.commit_index < index
+        group.core.hear_nothing_for(RAFT_LEADER_FALLBACK_S + 1)
+        driver.tick_all([group])
+        assert not group.is_leader
+        assert group.commit_index < index and group.last_applied < index
+        await asyncio.sleep(0)
+        assert not future.done() or future.exception() is not None
+    finally:
+        gate.set()
+        await driver.close()
+
+
+async def test_a_sync_behind_the_loop_that_fails_stops_the_group_before_anything_reaches_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's failed fsync poisons the journal at once; until the loop hears of it the
+    group would still take messages and ticks, whose appends and votes the journal refuses. The
+    driver checks the journal first: the group stops, and nothing raises into the routes."""
+    group, driver, gate = _leader_with_a_gated_sync(tmp_path, "S.X")
+    try:
+        group.propose(LARGE_PAYLOAD)
+        driver.tick_all([group])  # its sync waits at the gate
+
+        def failing_fsync(_fd: int, _data_bytes: int | None = None) -> None:
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(disk, "fsync", failing_fsync)
+        gate.set()
+        deadline = time.monotonic() + SYNC_WAIT_S
+        while group.journal.failed is None:  # the loop does not run: its callback waits
+            assert time.monotonic() < deadline, "the sync did not fail"
+            time.sleep(0.005)
+        assert group.failed is None
+        vote = {
+            "type": "request_vote",
+            "term": group.term + 1,
+            "last_log_index": 99,
+            "last_log_term": group.term + 1,
+        }
+        driver.on_raft("n2", group.group_name, vote)  # would raise JournalFailedError
+        assert group.failed is not None and "journal" in group.failed
+        driver.tick_all([group])
+        await asyncio.sleep(0.01)  # the worker's news arrives for a stopped group: nothing
+        assert group.failed is not None
+    finally:
+        gate.set()
         await driver.close()
