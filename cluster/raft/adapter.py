@@ -228,6 +228,7 @@ class SyncObjCore(SyncObj):  # type: ignore[misc]  # pysyncobj is untyped
         self._on_state_change = on_state_change
         self._journal = journal
         self._commit_before_tick = 0  # the commit index as the current tick found it
+        self._led_at_tick = False  # whether this node led when the current tick began
         self._nodes = {p: Node(p) for p in peer_ids}
         self._transport = _GroupTransport(group_name, transport, journal, request_sync)
         conf = SyncObjConf(
@@ -292,9 +293,10 @@ class SyncObjCore(SyncObj):  # type: ignore[misc]  # pysyncobj is untyped
         node (a 1,000-message batch applies for milliseconds) the replicas' applies ran one
         after the other and then held up the next entry's replication. Whether anything more
         goes out after the apply is pysyncobj's own rule (a heartbeat when it is due)."""
-        # not only as leader: a leader whose fallback timer made it a follower in this very tick
-        # has the uncounted commit index too (for a follower the tick never raised it: no-op)
-        self._count_leader_durable()
+        # not only as leader now: a leader whose fallback timer made it a follower in this very
+        # tick has the uncounted commit index too
+        if self._led_at_tick or self._isLeader():
+            self._count_leader_durable()
         if self._isLeader() and self.raftCommitIndex > self.raftLastApplied:
             self._SyncObj__sendAppendEntries()
             self._transport.transport.flush()  # now, not at the end of the loop turn
@@ -368,6 +370,7 @@ class SyncObjCore(SyncObj):  # type: ignore[misc]  # pysyncobj is untyped
     # --- what RaftGroup uses -----------------------------------------------------------------
     def tick(self) -> None:
         self._commit_before_tick = self._SyncObj__raftCommitIndex
+        self._led_at_tick = bool(self._isLeader())
         self.doTick(0.0)
 
     def propose(self, payload: bytes, done: ProposalDone) -> None:
