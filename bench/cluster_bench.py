@@ -435,9 +435,10 @@ async def create_stream(router: InboxRouter, config: dict[str, Any], deadline: f
             await asyncio.sleep(READY_POLL_INTERVAL_S)
 
 
-async def lead_from(router: InboxRouter, name: str, server: str, deadline: float) -> None:
+async def lead_from(router: InboxRouter, name: str, server: str, deadline: float) -> dict[str, Any]:
     """Move ``name``'s leader to ``server`` (the client's node) with a stream leader stepdown
-    naming it as ``placement.preferred``, and poll stream info until it leads there.
+    naming it as ``placement.preferred``, and poll stream info until it leads there; that
+    stream info is the answer.
 
     Both servers forward a client's publish to wherever the stream leader is: nats-server places
     it at random, jetraft on the first of the least loaded peers. Measured with the leader on
@@ -450,7 +451,7 @@ async def lead_from(router: InboxRouter, name: str, server: str, deadline: float
             info = await stream_info(router, name)
             leader = info.get("cluster", {}).get("leader")
             if leader == server:
-                return
+                return info
             if time.monotonic() >= settle_until:
                 body = {"placement": {"preferred": server}}
                 subject = f"$JS.API.STREAM.LEADER.STEPDOWN.{name}"
@@ -629,8 +630,7 @@ class ClusterLoad:
             self.router, stream_config(DEFAULT_STREAM, [f"{SUBJECT_PREFIX}.*"]), deadline
         )
         client_node = self.procs.nodes[0].name
-        await lead_from(self.router, DEFAULT_STREAM, client_node, deadline)
-        info = await stream_info(self.router, DEFAULT_STREAM)
+        info = await lead_from(self.router, DEFAULT_STREAM, client_node, deadline)
         self.run.leaders[DEFAULT_STREAM] = str(info.get("cluster", {}).get("leader", ""))
         self.run.meta_leader = meta_leader(self.procs)
         await self.publish_phases()

@@ -383,7 +383,7 @@ class DurableJournal:
     def synced_index(self) -> int:
         """Raft idx of the last entry that is durable and still in the log; 0 when none is."""
         with self._lock:
-            count = bisect_right(self._gens, self._synced_generation)
+            count = self._synced_count()
             return self._entries[count - 1][1] if count else 0
 
     @property
@@ -397,8 +397,13 @@ class DurableJournal:
         """Bytes of the log's entries that no completed sync covers yet (what the next fsync
         has to write out, near enough: a truncation since is not counted)."""
         with self._lock:
-            position = bisect_right(self._gens, self._synced_generation)
+            position = self._synced_count()
             return self._end - self._offsets[position] if position < len(self._offsets) else 0
+
+    def _synced_count(self) -> int:
+        """How many of the log's entries (from the first) a completed sync covers; the caller
+        holds the lock."""
+        return bisect_right(self._gens, self._synced_generation)
 
     @property
     def size_bytes(self) -> int:

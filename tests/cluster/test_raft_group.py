@@ -473,8 +473,7 @@ def _leader_with_a_gated_sync(
 
 
 def _append_reply(driver: RaftDriver, group: RaftGroup, peer: str, index: int) -> None:
-    reply = {"type": "next_node_idx", "next_node_idx": index + 1, "reset": False, "success": True}
-    driver.on_raft(peer, group.group_name, reply)
+    driver.on_raft(peer, group.group_name, _ack(index + 1))
     driver.tick_all([group])
 
 
