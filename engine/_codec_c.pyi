@@ -11,6 +11,9 @@ _K = TypeVar("_K")
 _V = TypeVar("_V")
 
 def append_msg(buf: bytearray, msg: StoredMsg, /) -> int: ...
+def decode_msg_at(
+    buf: bytes | bytearray, offset: int, length: int, seq: int, cls: type[StoredMsg], /
+) -> StoredMsg | None: ...
 def decode_msgs(
     buf: bytes, pos: int, end: int, count: int, make: Callable[[str, bytes, bytes], _M], /
 ) -> tuple[list[_M], int]: ...

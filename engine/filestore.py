@@ -49,19 +49,28 @@ it lives there; a rewritten segment is small, so rarely rewritten again. Opening
 costs one scan of the segments that still exist. Deletion and compaction run on the owning thread
 inside set_meta and sync (each syncs once: rare, once per segment).
 
-Read cache. ``load`` answers from a bounded cache of ``StoredMsg`` objects (least recently used
-out, by generations: engine/read_cache.py) before touching the disk:
-``append`` puts the message it was given (write-through: it is in memory anyway, and it is exactly
-what the record holds; not when its hdr or data is a mutable buffer) and a ``load`` from disk puts
-what it decoded, after the record's CRC passed, so a record is checksummed before it is first
-served and nothing unverified is ever cached. The cache is bounded by ``read_cache_bytes_max``
-(payload, header and subject bytes plus a fixed per-entry overhead; 0 disables it) and holds only
-live messages: every path that kills a record (remove, erase, remove_through, a checksum failure
-found by ``scan``) drops its entry first. Compaction and segment deletion need no invalidation of
-their own: compaction rewrites only live records, byte for byte, and a segment is deleted only when
-none of its messages is live. Damage that happens on disk after a message was cached is found by
-``scan`` and recovery, not by ``load``. The budget is per store, hence per stream; cached messages
-are kept off the cycle collector's lists (``set_untracked``).
+Reads from memory. ``read_cache_bytes_max`` (per store, hence per stream; 0: every load reads
+the disk) is shared by two things a ``load`` tries before the disk:
+
+* the read tail (engine/read_tail.py, a ``READ_TAIL_SHARE`` of the budget): the active segment's
+  most recently flushed bytes, kept as they were written, plus the unflushed buffer. A recent
+  message is decoded from them, its record checksummed as a disk read's is, without a system call.
+  Keeping them costs nothing per append: the flushed buffer itself is kept. Rotating the segment
+  clears the tail; an erase in place patches it as it patches the file;
+* the read cache of decoded ``StoredMsg`` objects (least recently used out, by generations:
+  engine/read_cache.py), for what was read from disk: a ``load`` from disk puts what it decoded,
+  after the record's CRC passed, so nothing unverified is ever cached. It is bounded by the rest
+  of the budget (payload, header and subject bytes plus a fixed per-entry overhead) and holds only
+  live messages: every path that kills a record (remove, erase, remove_through, a checksum failure
+  found by ``scan``) drops its entry first. Compaction and segment deletion need no invalidation
+  of their own: compaction rewrites only live records, byte for byte, and a segment is deleted
+  only when none of its messages is live. Cached messages are kept off the cycle collector's lists
+  (``set_untracked``).
+
+Appends do not fill the read cache: on every replica, for every message, that was about a fifth
+of an atomic batch's apply, for reads that mostly never come. Damage that happens on disk after a
+message was cached (or while it is in the tail) is found by ``scan`` and recovery, not by
+``load``.
 
 Recovery. Segments are scanned in order. An interrupted write at the tail of the last segment
 (short header, record cut short, zero fill, or a final record with a bad checksum) is truncated
@@ -88,6 +97,7 @@ from mypy_extensions import mypyc_attr
 
 from engine import disk, records
 from engine.read_cache import ReadCache
+from engine.read_tail import ReadTail
 from engine.records import RecordType, WalkedRecord, WalkStop
 from engine.store import CorruptRecord, StoredMsg
 
@@ -117,6 +127,7 @@ COMPACT_SUFFIX = ".compact"  # a compaction's new file before its rename; leftov
 COMPACT_SEGMENT_FRACTION_MIN = 2  # only segments at least half of segment_bytes_max are rewritten
 COMPACT_LIVE_FRACTION_MAX = 0.25  # ... and only when under a quarter of their bytes are live
 READ_CACHE_BYTES_MAX_DEFAULT = 64 * 1024 * 1024
+READ_TAIL_SHARE = 4  # the read tail gets a quarter of read_cache_bytes_max, the read cache the rest
 _DIR_FSYNC_RANK = -1  # segment ids start at 1
 
 
@@ -163,8 +174,10 @@ class FileStore:
         self._dir = Path(directory)
         self._segment_bytes_max = segment_bytes_max
         self._meta_commits = meta_commits
-        # seq -> live message; see "Read cache" in the module docstring and engine/read_cache.py
-        self._cache = ReadCache(read_cache_bytes_max)
+        # see "Reads from memory" in the module docstring
+        tail_bytes_max = read_cache_bytes_max // READ_TAIL_SHARE
+        self._tail = ReadTail(tail_bytes_max)
+        self._cache = ReadCache(read_cache_bytes_max - tail_bytes_max)  # seq -> live message
         self._segments: dict[int, _Segment] = {}  # ascending seg_id
         self._msg_segs: list[_Segment] = []  # segments holding MSG records, in seq order
         self._msg_seg_first: list[int] = []  # first MSG seq of each, for bisect
@@ -207,8 +220,6 @@ class FileStore:
         seg.size_bytes = offset + total_len
         self._index_msg(seg, seq, offset, total_len)
         self._last_seq = seq
-        if type(msg.data) is bytes and type(msg.hdr) is bytes:  # immutable: safe to share
-            self._cache.put(msg)
 
     def remove(self, seq: int, *, erase: bool = False) -> bool:
         found = self._locate(seq)
@@ -241,15 +252,22 @@ class FileStore:
             return None
         seg, idx = found
         offset, total_len = seg.offsets[idx], seg.lens[idx]
+        from_disk = False
         if offset >= seg.flushed_bytes:
-            start = offset - seg.flushed_bytes
-            rec = bytes(self._buf[start : start + total_len])
+            buf: bytes | bytearray = self._buf
+            at = offset - seg.flushed_bytes
         else:
-            rec = os.pread(seg.fd, total_len, offset)
-        msg = records.decode_msg_record(rec, seq)  # a short read fails its length check
+            held = self._tail.locate(offset, total_len) if seg is self._active else None
+            if held is None:
+                buf, at = os.pread(seg.fd, total_len, offset), 0
+                from_disk = True
+            else:
+                buf, at = held
+        # a short read fails the length check
+        msg = records.decode_msg_at(buf, at, total_len, seq, StoredMsg)
         if msg is None:
             self._found_corrupt(seg, idx, "checksum mismatch on read")
-        else:
+        elif from_disk:
             self._cache.put(msg)
         return msg
 
@@ -284,9 +302,10 @@ class FileStore:
         if end > seg.reserved >= 0:
             seg.reserved = disk.reserve(seg.fd, seg.reserved, end, self._segment_bytes_max)
         _pwrite_all(seg.fd, self._buf, seg.flushed_bytes)
+        self._tail.add(seg.flushed_bytes, self._buf)
         seg.flushed_bytes = end
         assert seg.flushed_bytes == seg.size_bytes, (seg.flushed_bytes, seg.size_bytes)
-        self._buf = bytearray()
+        self._buf = bytearray()  # the tail owns the written one now
         self._mark_dirty(seg)
 
     def _mark_dirty(self, seg: _Segment) -> None:
@@ -335,6 +354,7 @@ class FileStore:
         self.fsync()
         self._closed = True
         self._cache.clear()
+        self._tail.clear()
         for seg in self._segments.values():
             self._close_fd(seg.fd)
         self._segments.clear()
@@ -354,8 +374,13 @@ class FileStore:
         return [seg.name for seg in self._segments.values()]
 
     def read_cache_bytes(self) -> int:
-        """The bytes the read cache accounts for now (never above ``read_cache_bytes_max``)."""
+        """The bytes the read cache accounts for now (never above its share of
+        ``read_cache_bytes_max``)."""
         return self._cache.bytes
+
+    def read_tail_bytes(self) -> int:
+        """The bytes the read tail holds now (never above its share of ``read_cache_bytes_max``)."""
+        return self._tail.held_bytes
 
     def cached_seqs(self) -> list[int]:
         """The seqs the read cache holds, least recently used first as far as it keeps an order
@@ -493,6 +518,7 @@ class FileStore:
             self._mark_dirty(seg)
             self.fsync()
             self._active = None
+            self._tail.clear()
             if seg.live == 0:
                 self._reclaim_due = True
             seg = None
@@ -528,6 +554,8 @@ class FileStore:
             self._buf[start : start + len(patch)] = patch
             return
         os.pwrite(seg.fd, patch, offset)
+        if seg is self._active:
+            self._tail.patch(offset, patch)
         self._mark_dirty(seg)
 
     # ----------------------------------------------------------------- reclaiming space

@@ -1,7 +1,8 @@
 """The file store's read cache: live messages by seq, bounded in bytes, least recently used out.
 
-Every stored message passes through ``put`` on every replica (the store caches what it writes),
-so the cache is built for that path: plain dicts, one per *generation*. A put goes into the
+The file store puts what it reads from disk (recent writes are served from its read tail,
+engine/read_tail.py, instead). Every message once went through ``put`` on every replica, so the
+cache is built for a heavy put path: plain dicts, one per *generation*. A put goes into the
 newest generation; once that holds a ``1/READ_CACHE_GENERATIONS`` share of the budget a new one
 begins. Over the budget, the oldest generation is dropped whole (its byte total is kept, so
 nothing is walked or recounted: the dict's own deallocation frees its messages); a hit in an

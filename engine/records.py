@@ -231,6 +231,34 @@ def decode_msg_record(rec: bytes, seq: int) -> StoredMsg | None:
     return msg
 
 
+DecodeMsgAt = Callable[[bytes | bytearray, int, int, int, type[StoredMsg]], StoredMsg | None]
+
+
+def _decode_msg_at_py(
+    buf: bytes | bytearray, offset: int, length: int, seq: int, cls: type[StoredMsg]
+) -> StoredMsg | None:
+    assert cls is StoredMsg, cls
+    if offset < 0 or offset + length > len(buf):
+        return None
+    return decode_msg_record(bytes(buf[offset : offset + length]), seq)
+
+
+def _native_decode_msg_at() -> DecodeMsgAt | None:
+    """The C decoder when the native build holds it (as ``_native_append_msg``)."""
+    try:
+        from engine._codec_c import decode_msg_at as native
+    except ImportError:
+        return None
+    return native
+
+
+# ``decode_msg_record`` of buf[offset:offset+length], without copying the slice in the C form:
+# the file store's read of a record it holds in memory or just read; the last argument is
+# StoredMsg (the C form builds the tuple subclass itself). Both forms answer the same
+# (tests/engine/store/test_records.py).
+decode_msg_at: Final[DecodeMsgAt] = _native_decode_msg_at() or _decode_msg_at_py
+
+
 def remove_is_erase(rec: bytes | memoryview, offset: int) -> bool:
     (flags,) = _REMOVE_FLAGS.unpack_from(rec, offset + HEADER_BYTES)
     return bool(flags & REMOVE_FLAG_ERASE)

@@ -41,6 +41,7 @@ COMPILED_MODULES: Final = (
     "engine.memstore",
     "engine.meta_columns",
     "engine.read_cache",
+    "engine.read_tail",
     "engine.records",
     "engine.seqlist",
     "engine.stream",

@@ -1,4 +1,5 @@
-"""File store read cache: what it serves, what drops entries, and that it never serves damage."""
+"""File store reads from memory (the read tail of recent writes and the read cache of what was read
+from disk): what they serve, what drops entries, and that they never serve damage."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.filestore import FileStore
+from engine.filestore import READ_TAIL_SHARE, FileStore
 from engine.read_cache import (
     READ_CACHE_ENTRY_OVERHEAD_BYTES,
     READ_CACHE_GENERATIONS,
@@ -60,16 +61,93 @@ def store(tmp_path: Path) -> Iterator[FileStore]:
     s.close()
 
 
-def test_appended_messages_are_served_without_reading_the_disk(
+def cache_share_budget(cache_bytes: int) -> int:
+    """The ``read_cache_bytes_max`` whose read cache share is exactly ``cache_bytes``."""
+    budget = cache_bytes * READ_TAIL_SHARE // (READ_TAIL_SHARE - 1)
+    while budget - budget // READ_TAIL_SHARE < cache_bytes:
+        budget += 1
+    assert budget - budget // READ_TAIL_SHARE == cache_bytes, budget
+    return budget
+
+
+def reopened_with_cached(tmp_path: Path, seqs: range, read_cache_bytes_max: int) -> FileStore:
+    """A store holding msg(s) for every s in ``seqs``, reopened (so its tail is empty) and each
+    message read back once from disk, in order, which puts it in the read cache."""
+    writer = FileStore(tmp_path)
+    for seq in seqs:
+        writer.append(msg(seq))
+    writer.close()
+    store = FileStore(tmp_path, read_cache_bytes_max=read_cache_bytes_max)
+    assert [store.load(s) for s in seqs] == [msg(s) for s in seqs]
+    return store
+
+
+def test_appended_messages_are_served_from_the_tail_without_reading_the_disk(
     store: FileStore, preads: PreadCounter
 ) -> None:
     for seq in range(1, 6):
         store.append(msg(seq))
+    assert store.load(2) == msg(2)  # not flushed yet: from the write buffer
     store.sync()
     assert [store.load(s) for s in range(1, 6)] == [msg(s) for s in range(1, 6)]
     assert preads.calls == 0
-    assert store.cached_seqs() == [1, 2, 3, 4, 5]
-    assert store.read_cache_bytes() == 5 * ENTRY_COST_BYTES
+    assert store.read_tail_bytes() == 5 * RECORD_BYTES
+    # appends do not fill the read cache, and what the tail serves is not copied into it
+    assert store.cached_seqs() == [] and store.read_cache_bytes() == 0
+
+
+def test_past_its_budget_the_tail_keeps_the_newest_writes_and_older_ones_come_from_disk(
+    tmp_path: Path, preads: PreadCounter
+) -> None:
+    # a tail share of 2.5 records; every sync below flushes exactly one record
+    budget = 10 * RECORD_BYTES
+    assert budget // READ_TAIL_SHARE == 2 * RECORD_BYTES + RECORD_BYTES // 2
+    store = FileStore(tmp_path, read_cache_bytes_max=budget)
+    for seq in range(1, 7):
+        store.append(msg(seq))
+        store.sync()
+        assert store.read_tail_bytes() <= budget // READ_TAIL_SHARE
+    assert store.read_tail_bytes() == 2 * RECORD_BYTES
+    assert [store.load(s) for s in (5, 6)] == [msg(5), msg(6)]
+    assert preads.calls == 0 and store.cached_seqs() == []
+    assert store.load(4) == msg(4)
+    assert preads.calls == 1 and store.cached_seqs() == [4]  # a disk read is cached
+    store.close()
+
+
+def test_a_new_segment_starts_an_empty_tail(tmp_path: Path, preads: PreadCounter) -> None:
+    store = FileStore(tmp_path, segment_bytes_max=3 * RECORD_BYTES)
+    for seq in range(1, 5):  # seq 4 goes to the second segment
+        store.append(msg(seq))
+        store.sync()
+    assert len(store.segment_names()) == 2
+    assert store.read_tail_bytes() == RECORD_BYTES
+    assert store.load(4) == msg(4) and preads.calls == 0
+    assert store.load(3) == msg(3) and preads.calls == 1
+    store.close()
+
+
+@pytest.mark.parametrize("erase", [False, True])
+def test_a_removed_message_in_the_tail_is_not_served_and_an_erase_patches_the_tail(
+    tmp_path: Path, erase: bool
+) -> None:
+    store = FileStore(tmp_path)
+    for seq in range(1, 4):
+        store.append(msg(seq))
+    store.sync()
+    assert store.remove(2, erase=erase) is True
+    assert store.load(2) is None
+    store.sync()
+    assert [store.load(s) for s in (1, 3)] == [msg(1), msg(3)]
+    # the tail holds exactly the segment file's bytes, the erased record's zeros included
+    on_disk = only_segment(tmp_path).read_bytes()
+    for seq in (1, 2, 3):
+        offset = (seq - 1) * RECORD_BYTES
+        held = store._tail.locate(offset, RECORD_BYTES)
+        assert held is not None
+        chunk, at = held
+        assert chunk[at : at + RECORD_BYTES] == on_disk[offset : offset + RECORD_BYTES]
+    store.close()
 
 
 def test_a_load_from_disk_is_cached_after_its_checksum_passed(
@@ -91,15 +169,16 @@ def test_a_load_from_disk_is_cached_after_its_checksum_passed(
 
 
 @pytest.mark.parametrize("erase", [False, True])
-def test_remove_and_erase_drop_the_entry(store: FileStore, erase: bool) -> None:
-    for seq in range(1, 4):
-        store.append(msg(seq))
+def test_remove_and_erase_drop_the_entry(tmp_path: Path, erase: bool) -> None:
+    store = reopened_with_cached(tmp_path, range(1, 4), 64 * ENTRY_COST_BYTES)
+    assert store.cached_seqs() == [1, 2, 3]
     assert store.remove(2, erase=erase) is True
     assert store.load(2) is None
     assert store.cached_seqs() == [1, 3]
     assert store.read_cache_bytes() == 2 * ENTRY_COST_BYTES
     store.sync()
     assert store.load(2) is None
+    store.close()
 
 
 @pytest.mark.parametrize("cached_before", [2, 40])
@@ -189,7 +268,7 @@ def test_a_message_this_store_wrote_is_served_as_written_until_scan_finds_the_da
         store.append(msg(seq))
     store.sync()
     flip_byte(only_segment(tmp_path), RECORD_BYTES + 70)  # inside the data of seq 2
-    assert store.load(2) == msg(2)  # the cached copy is what was written, not the damage
+    assert store.load(2) == msg(2)  # the tail's copy is what was written, not the damage
     assert [m.seq for m in store.scan()] == [1, 3]
     assert store.load(2) is None  # once found damaged, the message is gone for every reader
     assert 2 not in store.cached_seqs()
@@ -199,10 +278,8 @@ def test_the_cache_stays_within_its_budget_and_evicts_least_recently_used(
     tmp_path: Path,
 ) -> None:
     budget_bytes = 4 * ENTRY_COST_BYTES
-    store = FileStore(tmp_path, read_cache_bytes_max=budget_bytes)
-    for seq in range(1, 7):
-        store.append(msg(seq))
-        assert store.read_cache_bytes() <= budget_bytes
+    store = reopened_with_cached(tmp_path, range(1, 7), cache_share_budget(budget_bytes))
+    assert store.read_cache_bytes() <= budget_bytes
     assert store.cached_seqs() == [3, 4, 5, 6]
     assert store.load(3) == msg(3)  # a hit makes 3 the most recently used
     assert store.load(1) == msg(1)  # a miss, read from disk, evicts the least recent: 4
@@ -212,10 +289,13 @@ def test_the_cache_stays_within_its_budget_and_evicts_least_recently_used(
 
 
 def test_a_message_over_the_whole_budget_is_not_cached(tmp_path: Path) -> None:
-    store = FileStore(tmp_path, read_cache_bytes_max=2 * ENTRY_COST_BYTES)
-    store.append(msg(1))
+    writer = FileStore(tmp_path)
+    writer.append(msg(1))
     big = StoredMsg(2, "t.x", b"", bytes(3 * ENTRY_COST_BYTES), 2)
-    store.append(big)
+    writer.append(big)
+    writer.close()
+    store = FileStore(tmp_path, read_cache_bytes_max=cache_share_budget(2 * ENTRY_COST_BYTES))
+    assert store.load(1) == msg(1)
     assert store.cached_seqs() == [1]
     assert store.load(2) == big
     assert store.cached_seqs() == [1]

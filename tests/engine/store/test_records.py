@@ -190,3 +190,61 @@ def test_the_native_build_stores_with_the_c_encoder() -> None:
     test file): what the benchmarks measure."""
     native = _native_encoder()
     assert records.append_msg is native
+
+
+def _native_decoder() -> records.DecodeMsgAt:
+    native = records._native_decode_msg_at()
+    if native is None:
+        pytest.skip("the C record decoder is not built here")
+    return native
+
+
+@settings(max_examples=300)
+@given(
+    msg=MSGS,
+    before=st.binary(max_size=30),
+    after=st.binary(max_size=30),
+    position=st.integers(0, 10_000),
+    flip=st.integers(0, 255),
+    length_change=st.sampled_from([0, 0, 0, -1, -4, 1, 4]),
+    seq_change=st.sampled_from([0, 0, 0, 1]),
+    mutable=st.booleans(),
+)
+def test_the_c_decoder_answers_as_the_python_one(
+    msg: StoredMsg,
+    before: bytes,
+    after: bytes,
+    position: int,
+    flip: int,
+    length_change: int,
+    seq_change: int,
+    mutable: bool,
+) -> None:
+    """Whole and damaged records, wrong lengths and seqs, in bytes and in bytearrays."""
+    native = _native_decoder()
+    rec = bytearray(single_record(msg))
+    rec[position % len(rec)] ^= flip
+    whole = before + bytes(rec) + after
+    buf: bytes | bytearray = bytearray(whole) if mutable else whole
+    args = (buf, len(before), len(rec) + length_change, msg.seq ^ seq_change, StoredMsg)
+    expected = records._decode_msg_at_py(*args)
+    got = native(*args)
+    assert got == expected
+    if flip == 0 and length_change == 0 and seq_change == 0:
+        assert got == msg and type(got) is StoredMsg
+    elif expected is None:
+        assert got is None
+
+
+def test_the_c_decoder_refuses_a_range_outside_the_buffer() -> None:
+    native = _native_decoder()
+    rec = single_record(MSG)
+    for offset, length in ((-1, len(rec)), (1, len(rec)), (0, len(rec) + 1), (len(rec) + 1, 0)):
+        assert native(rec, offset, length, MSG.seq, StoredMsg) is None
+        assert records._decode_msg_at_py(rec, offset, length, MSG.seq, StoredMsg) is None
+    assert native(rec, 0, len(rec), MSG.seq, StoredMsg) == MSG
+
+
+def test_the_native_build_reads_with_the_c_decoder() -> None:
+    native = _native_decoder()
+    assert records.decode_msg_at is native

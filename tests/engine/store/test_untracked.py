@@ -109,13 +109,17 @@ def test_stored_messages_are_not_tracked(tmp_path: Path) -> None:
     _native()
     assert store_module.set_untracked is not store_module._set_untracked_py
     msg = StoredMsg(1, "a.b", b"NATS/1.0\r\nX: 1\r\n\r\n", b"payload", 5)
-    file_store = FileStore(tmp_path / "f")
+    writer = FileStore(tmp_path / "f")
+    writer.append(StoredMsg(*msg))
+    writer.close()
+    file_store = FileStore(tmp_path / "f")  # its read cache keeps what it reads from disk
     memory_store = MemoryStore()
+    memory_store.append(StoredMsg(*msg))
     try:
         for kept in (file_store, memory_store):
-            kept.append(StoredMsg(*msg))
             loaded = kept.load(1)
             assert loaded == msg and not gc.is_tracked(loaded)
+            assert kept.load(1) is loaded  # the kept object itself
     finally:
         file_store.close()
 
