@@ -47,7 +47,7 @@ from engine.entries import (
     LogEntry,
     PurgeEntry,
 )
-from engine.store import CorruptRecord, MessageStore, StoredMsg
+from engine.store import CorruptRecord, MessageStore, StoredMsg, new_stored
 from engine.stream import Stream
 from engine.ttl import is_subject_delete_marker
 
@@ -82,8 +82,11 @@ class ObservedStore:
 
     # --- the events -----------------------------------------------------------------------
     def append(self, msg: StoredMsg) -> None:
-        self._inner.append(msg)
-        self._events.append(("append", msg))
+        self.append_fields(msg.seq, msg.subject, msg.hdr, msg.data, msg.ts_ns)
+
+    def append_fields(self, seq: int, subject: str, hdr: bytes, data: bytes, ts_ns: int) -> None:
+        self._inner.append_fields(seq, subject, hdr, data, ts_ns)
+        self._events.append(("append", new_stored((seq, subject, hdr, data, ts_ns))))
 
     def remove(self, seq: int, *, erase: bool = False) -> bool:
         before = self._inner.load(seq)  # what is removed, for the row (only while logging)

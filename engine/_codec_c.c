@@ -7,7 +7,7 @@
  * packed structs, the joined record, the packed CRC, the encoded subject) and takes about
  * 570 ns; this one writes the record straight into the store's buffer in about 230 ns.
  *
- * The bytes are exactly those of records.py's ``_append_msg_py`` (a property test holds the two
+ * The bytes are exactly those of records.py's ``_append_msg_fields_py`` (a property test holds the two
  * equal, and the golden log test pins the format); the build falls back to that function when
  * this module is not compiled. Layout (little-endian), see engine/records.py:
  *
@@ -101,37 +101,36 @@ static const char *subject_utf8(PyObject *subject, Py_ssize_t *len, PyObject **e
     return PyBytes_AS_STRING(*encoded);
 }
 
-/* append_msg(buf: bytearray, msg: StoredMsg) -> int: the record's length in bytes. */
-static PyObject *append_msg(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+/* append_msg_fields(buf: bytearray, seq, subject, hdr, data, ts_ns) -> int: the MSG record of
+ * those StoredMsg fields appended to buf; the record's length in bytes. Fields, not a StoredMsg:
+ * building the tuple only to encode it cost more than the encoding's own work. */
+static PyObject *append_msg_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "append_msg(buf, msg) takes 2 arguments");
+    if (nargs != 2 + STORED_MSG_FIELDS - 1) {
+        PyErr_SetString(PyExc_TypeError,
+                        "append_msg_fields(buf, seq, subject, hdr, data, ts_ns) takes 6 arguments");
         return NULL;
     }
-    PyObject *buf = args[0], *msg = args[1];
+    PyObject *buf = args[0];
     if (!PyByteArray_Check(buf)) {
-        PyErr_SetString(PyExc_TypeError, "append_msg: buf must be a bytearray");
+        PyErr_SetString(PyExc_TypeError, "append_msg_fields: buf must be a bytearray");
         return NULL;
     }
-    if (!PyTuple_Check(msg) || PyTuple_GET_SIZE(msg) != STORED_MSG_FIELDS) {
-        PyErr_SetString(PyExc_TypeError, "append_msg: msg must be a StoredMsg");
-        return NULL;
-    }
-    uint64_t seq = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(msg, 0));
+    uint64_t seq = PyLong_AsUnsignedLongLong(args[1]);
     if (seq == (uint64_t)-1 && PyErr_Occurred()) return NULL;
-    long long ts_ns = PyLong_AsLongLong(PyTuple_GET_ITEM(msg, 4));
+    long long ts_ns = PyLong_AsLongLong(args[5]);
     if (ts_ns == -1 && PyErr_Occurred()) return NULL;
 
     PyObject *encoded;  /* owned: the subject's UTF-8 bytes when it is not ASCII */
     Py_ssize_t subject_len;
-    const char *subject_p = subject_utf8(PyTuple_GET_ITEM(msg, 1), &subject_len, &encoded);
+    const char *subject_p = subject_utf8(args[2], &subject_len, &encoded);
     if (subject_p == NULL) return NULL;
 
     /* bytes only, as the compiled Python encoder: a mutable buffer is refused before anything
-       is written (the store caches what it stores and must not share a caller's bytearray) */
-    PyObject *hdr = PyTuple_GET_ITEM(msg, 2), *data = PyTuple_GET_ITEM(msg, 3);
+       is written (a stored message must not share a caller's bytearray) */
+    PyObject *hdr = args[3], *data = args[4];
     if (!PyBytes_Check(hdr) || !PyBytes_Check(data)) {
-        PyErr_SetString(PyExc_TypeError, "append_msg: hdr and data must be bytes");
+        PyErr_SetString(PyExc_TypeError, "append_msg_fields: hdr and data must be bytes");
         Py_XDECREF(encoded);
         return NULL;
     }
@@ -517,8 +516,9 @@ static PyObject *crc_source(PyObject *self, PyObject *unused) {
 }
 
 static PyMethodDef methods[] = {
-    {"append_msg", (PyCFunction)(void (*)(void))append_msg, METH_FASTCALL,
-     "append_msg(buf, msg) -> int: append the MSG record of msg to buf; its length in bytes."},
+    {"append_msg_fields", (PyCFunction)(void (*)(void))append_msg_fields, METH_FASTCALL,
+     "append_msg_fields(buf, seq, subject, hdr, data, ts_ns) -> int: append their MSG record to "
+     "buf; its length in bytes."},
     {"decode_msg_at", (PyCFunction)(void (*)(void))decode_msg_at, METH_FASTCALL,
      "decode_msg_at(buf, offset, length, seq, cls) -> cls | None: the MSG record there."},
     {"decode_msgs", (PyCFunction)(void (*)(void))decode_msgs, METH_FASTCALL,

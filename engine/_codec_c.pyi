@@ -10,7 +10,9 @@ _M = TypeVar("_M")
 _K = TypeVar("_K")
 _V = TypeVar("_V")
 
-def append_msg(buf: bytearray, msg: StoredMsg, /) -> int: ...
+def append_msg_fields(
+    buf: bytearray, seq: int, subject: str, hdr: bytes, data: bytes, ts_ns: int, /
+) -> int: ...
 def decode_msg_at(
     buf: bytes | bytearray, offset: int, length: int, seq: int, cls: type[StoredMsg], /
 ) -> StoredMsg | None: ...

@@ -210,13 +210,15 @@ class FileStore:
     # ----------------------------------------------------------------- MessageStore
 
     def append(self, msg: StoredMsg) -> None:
-        seq = msg.seq
+        self.append_fields(msg.seq, msg.subject, msg.hdr, msg.data, msg.ts_ns)
+
+    def append_fields(self, seq: int, subject: str, hdr: bytes, data: bytes, ts_ns: int) -> None:
         assert seq > self._last_seq, (seq, self._last_seq)
         seg = self._active
         if seg is None or seg.size_bytes >= self._segment_bytes_max:
             seg = self._writable_segment()
         offset = seg.size_bytes
-        total_len = records.append_msg(self._buf, msg)
+        total_len = records.append_msg_fields(self._buf, seq, subject, hdr, data, ts_ns)
         seg.size_bytes = offset + total_len
         self._index_msg(seg, seq, offset, total_len)
         self._last_seq = seq

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from mypy_extensions import mypyc_attr
 
-from engine.store import CorruptRecord, StoredMsg, set_untracked
+from engine.store import CorruptRecord, StoredMsg, new_stored, set_untracked
 
 
 # Compiled (protocol/native.py); tests extend it to count or damage what it returns.
@@ -31,9 +31,12 @@ class MemoryStore:
         self._last_appended_seq = 0
 
     def append(self, msg: StoredMsg) -> None:
-        assert msg.seq > self._last_appended_seq, (msg.seq, self._last_appended_seq)
-        set_untracked(self._msgs, msg.seq, msg)
-        self._last_appended_seq = msg.seq
+        self.append_fields(msg.seq, msg.subject, msg.hdr, msg.data, msg.ts_ns)
+
+    def append_fields(self, seq: int, subject: str, hdr: bytes, data: bytes, ts_ns: int) -> None:
+        assert seq > self._last_appended_seq, (seq, self._last_appended_seq)
+        set_untracked(self._msgs, seq, new_stored((seq, subject, hdr, data, ts_ns)))
+        self._last_appended_seq = seq
 
     def remove(self, seq: int, *, erase: bool = False) -> bool:
         # erase has nothing to overwrite: the dropped object is gone from the store either way.

@@ -86,38 +86,49 @@ def _head(total_len: int, rtype: RecordType, seq: int) -> bytes:
     return head + _U32.pack(crc32(head))
 
 
-def _append_msg_py(buf: bytearray, msg: StoredMsg) -> int:
-    """Append the MSG record of ``msg`` to ``buf``; returns the record length in bytes.
+def _append_msg_fields_py(
+    buf: bytearray, seq: int, subject: str, hdr: bytes, data: bytes, ts_ns: int
+) -> int:
+    """Append the MSG record of a message (its ``StoredMsg`` fields) to ``buf``; returns the
+    record length in bytes.
 
     Hot path (once per stored message): two CRCs (header, then record) and one join. The native
-    build replaces it with the same encoder in C (``engine/_codec_c.c``, see ``append_msg``)."""
-    subject = msg.subject.encode("utf-8", SUBJECT_ERRORS)
-    hdr, data = msg.hdr, msg.data
-    subject_len = len(subject)
+    build replaces it with the same encoder in C (``engine/_codec_c.c``, ``append_msg_fields``)."""
+    subject_bytes = subject.encode("utf-8", SUBJECT_ERRORS)
+    subject_len = len(subject_bytes)
     assert 0 < subject_len <= SUBJECT_BYTES_MAX, subject_len  # non-empty: see erase
     total_len = _MSG_OVERHEAD_BYTES + subject_len + len(hdr) + len(data)
     assert total_len <= RECORD_BYTES_MAX, total_len
-    head = _HEAD.pack(total_len, RECORD_VERSION, _TYPE_MSG, 0, msg.seq)
-    fixed = _MSG_AFTER_HEAD.pack(crc32(head), msg.ts_ns, subject_len, len(hdr))
-    rec = b"".join((head, fixed, subject, hdr, data))
+    head = _HEAD.pack(total_len, RECORD_VERSION, _TYPE_MSG, 0, seq)
+    fixed = _MSG_AFTER_HEAD.pack(crc32(head), ts_ns, subject_len, len(hdr))
+    rec = b"".join((head, fixed, subject_bytes, hdr, data))
     buf += rec
     buf += _U32.pack(crc32(rec))
     return total_len
 
 
-def _native_append_msg() -> Callable[[bytearray, StoredMsg], int] | None:
+AppendMsgFields = Callable[[bytearray, int, str, bytes, bytes, int], int]
+
+
+def _native_append_msg_fields() -> AppendMsgFields | None:
     """The C encoder when the native build holds it (never against edited source: the build is
     used only when every source, the C one included, is unchanged since it was compiled)."""
     try:
-        from engine._codec_c import append_msg as native
+        from engine._codec_c import append_msg_fields as native
     except ImportError:
         return None
     return native
 
 
-# Appends the MSG record of a message to a buffer and returns the record's length in bytes:
-# the same bytes whichever encoder runs (tests/engine/store/test_records.py holds them equal).
-append_msg: Final[Callable[[bytearray, StoredMsg], int]] = _native_append_msg() or _append_msg_py
+# Appends the MSG record of a message, given as its fields, to a buffer and returns the record's
+# length in bytes: the same bytes whichever encoder runs (tests/engine/store/test_records.py
+# holds them equal).
+append_msg_fields: Final[AppendMsgFields] = _native_append_msg_fields() or _append_msg_fields_py
+
+
+def append_msg(buf: bytearray, msg: StoredMsg) -> int:
+    """``append_msg_fields`` of a ``StoredMsg``."""
+    return append_msg_fields(buf, msg.seq, msg.subject, msg.hdr, msg.data, msg.ts_ns)
 
 
 def _small_record(rtype: RecordType, seq: int, body: bytes) -> bytes:

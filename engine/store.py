@@ -10,8 +10,9 @@ Must never: read clocks, spawn threads, or decide which message to remove.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Final, NamedTuple, Protocol, TypeVar
 
 _K = TypeVar("_K")
@@ -33,6 +34,13 @@ class StoredMsg(NamedTuple):
     def size_bytes(self) -> int:
         """nats-server's accounting size for limits (fileStoreMsgSize-like)."""
         return len(self.subject) + len(self.hdr) + len(self.data) + 16
+
+
+# A StoredMsg built as its tuple directly: NamedTuple's own constructor is an interpreted function
+# even when the callers are compiled (protocol/native.py).
+new_stored: Final[Callable[[tuple[int, str, bytes, bytes, int]], StoredMsg]] = partial(
+    tuple.__new__, StoredMsg
+)
 
 
 class SetUntracked(Protocol):
@@ -70,7 +78,14 @@ class CorruptRecord:
 class MessageStore(Protocol):
     """Sequence-keyed storage. Sequences given to ``append`` strictly increase."""
 
-    def append(self, msg: StoredMsg) -> None: ...
+    def append(self, msg: StoredMsg) -> None:
+        """``append_fields`` of ``msg``'s fields."""
+        ...
+
+    def append_fields(self, seq: int, subject: str, hdr: bytes, data: bytes, ts_ns: int) -> None:
+        """Store the message with these fields: every append comes through here (a store that
+        keeps no ``StoredMsg``, the file store, then never has one built for it)."""
+        ...
 
     def remove(self, seq: int, *, erase: bool = False) -> bool:
         """Remove one message; ``erase`` overwrites its bytes (MSG.DELETE no_erase=false).

@@ -24,9 +24,8 @@ import heapq
 import json
 import struct
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import partial
 from itertools import islice, takewhile
 from typing import Final, NamedTuple
 
@@ -86,7 +85,7 @@ from engine.schedules import (
     check_publish as check_schedule_headers,
 )
 from engine.sources import HDR_COUNTER_SOURCES, SourceSpec, sourced_counter
-from engine.store import MessageStore, StoredMsg
+from engine.store import MessageStore, StoredMsg, new_stored
 from engine.ttl import (
     HDR_MSG_TTL_BYTES,
     TtlIndex,
@@ -162,13 +161,6 @@ META_FORMAT_VERSION_NO_CONSUMERS: Final = 1
 _META_HEAD = struct.Struct(">BQQQqq")
 _U32 = struct.Struct(">I")
 _UNCAPPED_BYTES: Final = 1 << 64  # "no limit" for the publish hot path's size comparisons
-
-
-# A StoredMsg per stored message, built as its tuple directly: NamedTuple's own constructor is an
-# interpreted function even when this module is compiled (protocol/native.py).
-_new_stored: Callable[[tuple[int, str, bytes, bytes, int]], StoredMsg] = partial(
-    tuple.__new__, StoredMsg
-)
 
 
 class StreamMetaError(ValueError):
@@ -927,10 +919,10 @@ class Stream:
         subject, hdr, data = msg.subject, msg.hdr, msg.data
         if self._republish is not None:
             self._queue_republish(seq, subject, hdr, data, ts_ns)
-        stored = _new_stored((seq, subject, hdr, data, ts_ns))
-        self._store.append(stored)
+        self._store.append_fields(seq, subject, hdr, data, ts_ns)
         self._index.add(seq, subject, ts_ns, size, content_fingerprint(hdr, data))
         if self._schedules_on:
+            stored = new_stored((seq, subject, hdr, data, ts_ns))
             self._schedules.on_stored(stored, max(ts_ns, self._now_ns))
         if hdr and holds(hdr, HDR_MSG_TTL_BYTES):
             self._ttl.on_stored(seq, ts_ns, hdr)

@@ -108,9 +108,9 @@ class _Recorder(MemoryStore):
         super().__init__()
         self.events: list[tuple[str, Any]] = []
 
-    def append(self, msg: StoredMsg) -> None:
-        super().append(msg)
-        self.events.append(("append", msg))
+    def append_fields(self, seq: int, subject: str, hdr: bytes, data: bytes, ts_ns: int) -> None:
+        super().append_fields(seq, subject, hdr, data, ts_ns)
+        self.events.append(("append", StoredMsg(seq, subject, hdr, data, ts_ns)))
 
     def remove(self, seq: int, *, erase: bool = False) -> bool:
         before = self.load(seq)

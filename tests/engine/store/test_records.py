@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -136,10 +134,11 @@ def test_single_record_decode_rejects_any_flip_or_short_read(
     assert records.decode_msg(memoryview(bytes(rec)), 0, msg.seq) is None
 
 
-def _native_encoder() -> Callable[[bytearray, StoredMsg], int]:
+def _native_encoder() -> records.AppendMsgFields:
     """The C encoder of the native build; the test skips where it is not built (plain Python
-    runs, a machine without a compiler), since ``records.append_msg`` is then the Python one."""
-    native = records._native_append_msg()
+    runs, a machine without a compiler), since ``records.append_msg_fields`` is then the Python
+    one."""
+    native = records._native_append_msg_fields()
     if native is None:
         pytest.skip("the C record encoder is not built here")
     return native
@@ -150,7 +149,7 @@ def _native_encoder() -> Callable[[bytearray, StoredMsg], int]:
 def test_the_c_encoder_writes_the_bytes_of_the_python_one(msg: StoredMsg, before: bytes) -> None:
     native = _native_encoder()
     expected, got = bytearray(before), bytearray(before)
-    assert native(got, msg) == records._append_msg_py(expected, msg)
+    assert native(got, *msg) == records._append_msg_fields_py(expected, *msg)
     assert got == expected
 
 
@@ -171,17 +170,17 @@ def test_the_c_encoder_refuses_what_the_python_one_refuses_and_writes_nothing() 
     ):
         buf = bytearray(b"kept")
         with pytest.raises(AssertionError):
-            records._append_msg_py(bytearray(), bad)
+            records._append_msg_fields_py(bytearray(), *bad)
         with pytest.raises(AssertionError):
-            native(buf, bad)
+            native(buf, *bad)
         assert buf == b"kept"
-    for wrong in ((bytes(5), MSG), (bytearray(), tuple(MSG)[:4]), (bytearray(), "not a msg")):
+    for wrong in ((bytes(5), *MSG), (bytearray(), *tuple(MSG)[:4]), (bytearray(), "not a msg")):
         with pytest.raises(TypeError):
             native(*wrong)  # type: ignore[arg-type]
     for mutable in (MSG._replace(data=bytearray(b"x")), MSG._replace(hdr=bytearray(b"x"))):
         buf = bytearray(b"kept")
         with pytest.raises(TypeError):  # as the compiled Python encoder: bytes only
-            native(buf, mutable)
+            native(buf, *mutable)
         assert buf == b"kept"
 
 
@@ -189,7 +188,7 @@ def test_the_native_build_stores_with_the_c_encoder() -> None:
     """When the native build is in use, the store's hot path runs the C encoder (not only this
     test file): what the benchmarks measure."""
     native = _native_encoder()
-    assert records.append_msg is native
+    assert records.append_msg_fields is native
 
 
 def _native_decoder() -> records.DecodeMsgAt:

@@ -24,7 +24,7 @@ from engine.entries import (
 )
 from engine.filestore import FileStore
 from engine.memstore import MemoryStore
-from engine.store import MessageStore, StoredMsg
+from engine.store import MessageStore
 from engine.stream import ApplyResult, PubResult, Stream
 from protocol.errors import ApiError
 from protocol.models import StreamConfig
@@ -180,9 +180,9 @@ class CrashingStoreMixin:
                 raise StoreCrash
             self.mutations_left -= 1
 
-    def append(self, msg: StoredMsg) -> None:
+    def append_fields(self, seq: int, subject: str, hdr: bytes, data: bytes, ts_ns: int) -> None:
         self._mutate()
-        super().append(msg)  # type: ignore[misc]
+        super().append_fields(seq, subject, hdr, data, ts_ns)  # type: ignore[misc]
 
     def remove(self, seq: int, *, erase: bool = False) -> bool:
         self._mutate()
