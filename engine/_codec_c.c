@@ -190,7 +190,9 @@ static uint64_t get_u64(const unsigned char *p) {
  * slice, the nine-field unpack and its temporaries (about 1 us there, a fifth of that here).
  * The checks are the Python form's: length, total_len, seq, type, version, layout, then the
  * CRC of the whole record (the stored one must match); the subject decodes as the encoder
- * encoded it (surrogatepass). A range outside buf is None, as a short read is there. */
+ * encoded it (surrogatepass). A range outside buf is None, as a short read is there. A seq,
+ * offset or length that is not a Python int within C's range raises (OverflowError, TypeError)
+ * where the Python form answers None: the file store passes only its own in-range values. */
 static PyObject *decode_msg_at(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 5) {

@@ -255,7 +255,7 @@ def _decode_msg_at_py(
 
 
 def _native_decode_msg_at() -> DecodeMsgAt | None:
-    """The C decoder when the native build holds it (as ``_native_append_msg``)."""
+    """The C decoder when the native build holds it (as ``_native_append_msg_fields``)."""
     try:
         from engine._codec_c import decode_msg_at as native
     except ImportError:
