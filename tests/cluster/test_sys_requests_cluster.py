@@ -66,9 +66,13 @@ META_KEYS = [
 
 
 async def collect(
-    nc: NATS, subject: str, body: bytes = b"", expect: int = NODES
+    nc: NATS,
+    subject: str,
+    body: bytes = b"",
+    expect: int = NODES,
+    first_wait_s: float = FIRST_WAIT_S,
 ) -> list[dict[str, Any]]:
-    """Every reply to one request: until ``expect`` came (or FIRST_WAIT_S passed), and then
+    """Every reply to one request: until ``expect`` came (or ``first_wait_s`` passed), and then
     any that follow within MORE_WAIT_S."""
     inbox = nc.new_inbox()
     replies: list[dict[str, Any]] = []
@@ -83,7 +87,7 @@ async def collect(
     try:
         await nc.publish(subject, body, reply=inbox)
         try:
-            await asyncio.wait_for(enough.wait(), FIRST_WAIT_S)
+            await asyncio.wait_for(enough.wait(), first_wait_s)
         except TimeoutError:
             pass
         await asyncio.sleep(MORE_WAIT_S)
@@ -147,8 +151,9 @@ async def test_a_ping_is_answered_by_every_node(
 
 async def test_every_kind_is_answered_by_every_node(clients: list[NATS]) -> None:
     nc = clients[0]
-    for kind in ("VARZ", "CONNZ", "ROUTEZ", "SUBSZ", "ACCOUNTZ", "JSZ", "HEALTHZ", "STATSZ"):
-        replies = await collect(nc, f"{PING}.{kind}")
+    kinds = ("VARZ", "CONNZ", "ROUTEZ", "SUBSZ", "ACCOUNTZ", "JSZ", "HEALTHZ", "STATSZ")
+    answers = await asyncio.gather(*(collect(nc, f"{PING}.{kind}") for kind in kinds))
+    for kind, replies in zip(kinds, answers, strict=True):
         assert len({r["server"]["id"] for r in replies}) == NODES, (kind, replies)
         key = "statsz" if kind == "STATSZ" else "data"
         for reply in replies:
@@ -169,16 +174,22 @@ async def test_a_request_to_one_server_reaches_that_server_alone(
     jetraft_cluster: JetraftCluster, clients: list[NATS]
 ) -> None:
     ids = {r["name"]: r["id"] for r in await collect(clients[0], f"{PING}.IDZ")}
-    for name, server_id in ids.items():
-        for nc in clients:
-            replies = await collect(nc, f"$SYS.REQ.SERVER.{server_id}.VARZ", expect=1)
-            assert [r["data"]["server_name"] for r in replies] == [name]
+    # all at once, each with its own inbox: the waits for replies that must not come overlap
+    asked = [(name, nc) for name in ids for nc in clients]
     by_name = json.dumps({"server_name": "n2", "exact_match": True}).encode()
-    replies = await collect(clients[0], f"{PING}.JSZ", by_name, expect=1)
-    assert [r["server"]["name"] for r in replies] == ["n2"]
-    assert await collect(clients[0], PING, b'{"cluster": "other"}', expect=1) == []
     in_cluster = json.dumps({"cluster": jetraft_cluster.name}).encode()
-    assert len(await collect(clients[0], PING, in_cluster)) == NODES
+    *per_server, named, other_cluster, this_cluster = await asyncio.gather(
+        *(collect(nc, f"$SYS.REQ.SERVER.{ids[name]}.VARZ", expect=1) for name, nc in asked),
+        collect(clients[0], f"{PING}.JSZ", by_name, expect=1),
+        # none may come: the usual wait for one more reply, not the wait for a first one
+        collect(clients[0], PING, b'{"cluster": "other"}', first_wait_s=MORE_WAIT_S),
+        collect(clients[0], PING, in_cluster),
+    )
+    for (name, _nc), replies in zip(asked, per_server, strict=True):
+        assert [r["data"]["server_name"] for r in replies] == [name]
+    assert [r["server"]["name"] for r in named] == ["n2"]
+    assert other_cluster == []
+    assert len(this_cluster) == NODES
 
 
 async def test_a_leader_only_jsz_is_answered_by_the_meta_leader(clients: list[NATS]) -> None:
@@ -206,14 +217,19 @@ async def test_an_account_request_is_answered_by_every_node(clients: list[NATS])
     """``$SYS.REQ.ACCOUNT.<account>.<KIND>`` reaches every node, as a PING does; STATZ and
     CONNS only from the nodes with a client of the account (every node here)."""
     nc = clients[0]
-    for kind in ("SUBSZ", "CONNZ", "LEAFZ", "JSZ", "INFO", "STATZ", "CONNS"):
-        replies = await collect(nc, f"$SYS.REQ.ACCOUNT.$G.{kind}")
-        assert len({r["server"]["id"] for r in replies}) == NODES, (kind, replies)
-    for reply in await collect(nc, "$SYS.REQ.ACCOUNT.$G.CONNZ"):
+    kinds = ("SUBSZ", "CONNZ", "LEAFZ", "JSZ", "INFO", "STATZ", "CONNS")
+    *answers, connz, statz, replies = await asyncio.gather(
+        *(collect(nc, f"$SYS.REQ.ACCOUNT.$G.{kind}") for kind in kinds),
+        collect(nc, "$SYS.REQ.ACCOUNT.$G.CONNZ"),
+        collect(nc, "$SYS.REQ.ACCOUNT.PING.STATZ"),
+        collect(nc, "$SYS.REQ.ACCOUNT.nope.JSZ"),
+    )
+    for kind, kind_replies in zip(kinds, answers, strict=True):
+        assert len({r["server"]["id"] for r in kind_replies}) == NODES, (kind, kind_replies)
+    for reply in connz:
         assert reply["data"]["server_id"] == reply["server"]["id"]
         assert reply["data"]["num_connections"] == 1  # each node's own client
-    for reply in await collect(nc, "$SYS.REQ.ACCOUNT.PING.STATZ"):
+    for reply in statz:
         assert [s["conns"] for s in reply["data"]["account_statz"]] == [1], reply
-    replies = await collect(nc, "$SYS.REQ.ACCOUNT.nope.JSZ")
     assert len(replies) == NODES
     assert {r["error"]["description"] for r in replies} == {'account "nope" not found'}
