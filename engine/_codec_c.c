@@ -7,9 +7,9 @@
  * packed structs, the joined record, the packed CRC, the encoded subject) and takes about
  * 570 ns; this one writes the record straight into the store's buffer in about 230 ns.
  *
- * The bytes are exactly those of records.py's ``_append_msg_fields_py`` (a property test holds the two
- * equal, and the golden log test pins the format); the build falls back to that function when
- * this module is not compiled. Layout (little-endian), see engine/records.py:
+ * The bytes are exactly those of records.py's ``_append_msg_fields_py`` (a property test holds
+ * the two equal, and the golden log test pins the format); the build falls back to that function
+ * when this module is not compiled. Layout (little-endian), see engine/records.py:
  *
  *   total_len u32 | version u8 | type u8 | reserved u16 | seq u64 | header_crc u32
  *   ts_ns i64 | subject_len u16 | hdr_len u32 | subject | hdr | data | crc u32

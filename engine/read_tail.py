@@ -73,8 +73,8 @@ class ReadTail:
 
     def locate(self, offset: int, length: int) -> tuple[bytearray, int] | None:
         """The chunk holding the ``length`` bytes at ``offset`` (one whole record) and where in
-        it they start, or None when they are not held. The chunk is the tail's: read it, never
-        change it or keep a view of it."""
+        it they start, or None when they are not held. The chunk is the tail's: outside this
+        class, read it, never change it or keep a view of it."""
         starts = self._starts
         if not starts or offset < starts[0]:
             return None
@@ -88,11 +88,7 @@ class ReadTail:
     def patch(self, offset: int, data: bytes) -> None:
         """Overwrite the bytes at ``offset`` with ``data`` where held (an erase in place, which
         stays within one record, hence one chunk)."""
-        starts = self._starts
-        if not starts or offset < starts[0]:
-            return
-        position = bisect_right(starts, offset) - 1
-        chunk = self._chunks[position]
-        at = offset - starts[position]
-        if at + len(data) <= len(chunk):
+        held = self.locate(offset, len(data))
+        if held is not None:
+            chunk, at = held
             chunk[at : at + len(data)] = data
