@@ -44,6 +44,7 @@ async def test_messages_cross_connections(server: ServerProc, nc: NATS) -> None:
         sub = await other.subscribe("x.y")
         await other.flush()
         await nc.publish("x.y", b"hello")
+        await nc.flush()  # the PUB has reached the server before the wait starts
         msg = await sub.next_msg(MSG_TIMEOUT_S)
         assert msg.data == b"hello"
     finally:
