@@ -106,3 +106,30 @@ def test_a_port_in_use_is_one_line_not_a_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("jetraft: cannot start:") and "address already in use" in last
+
+
+@pytest.mark.parametrize("flag", ["--cluster", "--cluster_listen"])
+def test_the_cluster_listen_url_takes_both_nats_server_spellings(flag: str) -> None:
+    # nats-py's own test harness starts its servers with --cluster_listen
+    url = "nats://127.0.0.1:6299"
+    opts = cli.server_options(["-js", "-n", "a", "--cluster_name", "c", flag, url, "--routes", url])
+    assert (opts.cluster_host, opts.cluster_port) == ("127.0.0.1", 6299)
+
+
+def test_a_built_in_command_does_not_load_the_optional_commands(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loaded: list[str] = []
+
+    def entry_points(group: str) -> list[object]:
+        loaded.append(group)
+        return []
+
+    monkeypatch.setattr(cli, "entry_points", entry_points)
+    for argv in (["server", "--help"], ["log", "--help"]):
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+    assert loaded == []  # a server starts without importing the chaos runner (~100 ms)
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert loaded == [cli.COMMANDS_ENTRY_POINT_GROUP]  # the full help lists every command
