@@ -49,6 +49,11 @@ class StreamAuthority(Protocol):
 
     async def close(self) -> None: ...
 
+    def hand_off_leaderships(self) -> int:
+        """Lame duck mode: hand every Raft group this node leads (the streams', the meta
+        group's) to a caught-up follower; how many were handed on (a single server: none)."""
+        ...
+
     def answers(self, op: str, stream: str) -> bool:
         """Whether this node answers API operation ``op`` (``ACCOUNT_INFO``, ``NAMES``, ``LIST``
         or a STREAM sub-operation) about ``stream`` ("" for none)."""

@@ -22,6 +22,12 @@ from cluster.apply_log import DEFAULT_NAME as DEFAULT_APPLY_LOG
 from cluster.batching import BatchConfigError, batch_limits_from_config
 from cluster.config_file import ConfigError, ConfMap, parse_config
 from cluster.config_schema import check_config
+from cluster.lame_duck import (
+    LAME_DUCK_DURATION_S,
+    LAME_DUCK_GRACE_PERIOD_S,
+    LameDuckConfigError,
+    LameDuckSettings,
+)
 from cluster.ops.local_cluster import add_cluster_parser, run_cluster_command
 from cluster.security_config import (
     TLSConfig,
@@ -33,6 +39,7 @@ from cluster.security_config import (
 from cluster.server import Server, ServerOptions
 from protocol.auth_config import ClientAuthConfig, UserEntry
 from protocol.stream_config import SERVER_API_LEVEL, SERVER_VERSION
+from protocol.timefmt import NS_PER_S, parse_go_duration
 
 
 def _server_parser(sub: Any) -> None:
@@ -305,6 +312,7 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
     if "ping_max" in conf:
         opts.ping_max = int(conf["ping_max"])
     _limit_options(conf, opts)
+    _lame_duck_options(conf, opts)
     _logging_options(args, conf, opts)
     _security_options(args, conf, opts)
     _cluster_options(args, conf, opts)
@@ -357,6 +365,33 @@ def _limit_options(conf: ConfMap, opts: ServerOptions) -> None:
                 "positive"
             )
         opts.write_deadline_s = deadline
+
+
+def _lame_duck_options(conf: ConfMap, opts: ServerOptions) -> None:
+    """``lame_duck_duration`` and ``lame_duck_grace_period``: Go duration strings, checked as
+    nats-server checks them."""
+    values = {}
+    for key in ("lame_duck_duration", "lame_duck_grace_period"):
+        if key not in conf:
+            continue
+        value = conf[key]
+        try:
+            if not isinstance(value, str):
+                raise ValueError(f'expected a duration string such as "2m", got {value!r}')
+            values[key] = parse_go_duration(value) / NS_PER_S
+        except ValueError as exc:
+            raise SystemExit(
+                f"jetraft: config line {conf.line_of(key)}: error parsing {key}: {exc}"
+            ) from None
+    if not values:
+        return
+    try:
+        opts.lame_duck = LameDuckSettings(
+            values.get("lame_duck_duration", LAME_DUCK_DURATION_S),
+            values.get("lame_duck_grace_period", LAME_DUCK_GRACE_PERIOD_S),
+        )
+    except LameDuckConfigError as exc:
+        raise SystemExit(f"jetraft: {exc}") from None
 
 
 def _logging_options(args: argparse.Namespace, conf: ConfMap, opts: ServerOptions) -> None:

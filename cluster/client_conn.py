@@ -581,6 +581,12 @@ class ClientConnection(asyncio.Protocol):
             tls.wire.abort()
         self._teardown()
 
+    def send_lame_duck_info(self) -> None:
+        """Tell the client this server is leaving (``"ldm": true``), if it takes async INFO."""
+        info = self.session.async_info(ldm=True)
+        if info is not None:
+            self.send_raw(info)
+
     def close(self, flush: bool = True) -> None:
         if self._closed:
             return

@@ -140,6 +140,8 @@ SERVER: dict[str, Any] = {
     "max_pending": None,
     "max_control_line": None,
     "write_deadline": None,
+    "lame_duck_duration": None,
+    "lame_duck_grace_period": None,
     "accounts": _NO_ACCOUNTS,
     "system_account": _NO_ACCOUNTS,
     "system": _NO_ACCOUNTS,

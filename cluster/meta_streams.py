@@ -671,6 +671,19 @@ class MetaStreams:
             return f"JetStream stream '$G > {name}' is not current"
         return None
 
+    def hand_off_leaderships(self) -> int:
+        handed = sum(
+            1 for host in self.replicas.values() if host.is_leader and host.log.step_down()
+        )
+        meta = self.meta
+        if meta is not None and meta.is_leader:
+            try:
+                self.step_down_meta(None)
+                handed += 1
+            except ApiError as exc:  # no caught-up peer: it stays until the shutdown
+                log.warning("meta group: cannot hand on leadership: %s", exc)
+        return handed
+
     def step_down(self, name: str) -> None:
         host = self._leading(name, serving=False)  # a leader without the state may hand it on
         if host.log.step_down() is None:

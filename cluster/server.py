@@ -2,7 +2,9 @@
 
 Shutdown runs in phases, as a well-behaved server should: stop accepting, close client
 connections after flushing what they were sent, let every stream commit what it queued and close
-its store (flush + fsync), then stop monitoring.
+its store (flush + fsync), then stop monitoring. ``SIGUSR2`` starts lame duck mode first
+(``cluster/lame_duck.py``): no new clients, leaderships handed on, clients told and then closed
+one by one, then that shutdown.
 
 Must never: hold protocol or engine logic; it wires components together.
 """
@@ -10,8 +12,10 @@ Must never: hold protocol or engine logic; it wires components together.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import random
 import secrets
 import signal
 import ssl
@@ -33,6 +37,7 @@ from cluster.client_conn import (
 from cluster.identity import GIT_COMMIT, GO_VERSION, PROTO, VERSION
 from cluster.jetstream import JetStream
 from cluster.jsz import JetStreamSetup
+from cluster.lame_duck import LEADER_HANDOFF_WAIT_S, LameDuckSettings, close_pauses
 from cluster.local_streams import LocalStreams
 from cluster.meta_streams import MetaStreams
 from cluster.monitor import MonitorServer
@@ -95,6 +100,8 @@ class ServerOptions:
     debug: bool = False
     logtime: bool = True
     pid_file: Path | None = None
+    # lame_duck_duration and lame_duck_grace_period: what SIGUSR2 does
+    lame_duck: LameDuckSettings = field(default_factory=LameDuckSettings)
 
     @property
     def clustered(self) -> bool:
@@ -160,6 +167,7 @@ class Server:
         self._conns: dict[int, ClientConnection] = {}
         self._next_cid = 0
         self._stopped = asyncio.Event()
+        self._lame_duck: asyncio.Task[None] | None = None
         self.port = opts.port
         # what monitoring reports that outlives a connection (cluster/monitoring.py)
         self.counters = NodeCounters()
@@ -298,15 +306,62 @@ class Server:
     def request_stop(self) -> None:
         self._stopped.set()
 
+    def _on_sigterm(self) -> None:
+        if self._lame_duck is None:  # nats-server: a lame duck finishes its own way
+            self.request_stop()
+
     async def serve_until_stopped(self) -> None:
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.request_stop)
+        loop.add_signal_handler(signal.SIGTERM, self._on_sigterm)
+        loop.add_signal_handler(signal.SIGINT, self.request_stop)
+        loop.add_signal_handler(signal.SIGUSR2, self.enter_lame_duck)
         await self._stopped.wait()
         await self.shutdown()
 
+    @property
+    def lame_duck(self) -> bool:
+        return self._lame_duck is not None
+
+    def enter_lame_duck(self) -> None:
+        """Lame duck mode (cluster/lame_duck.py); once, and not while shutting down."""
+        if self._lame_duck is not None or self._stopped.is_set() or self._listener is None:
+            return
+        self._lame_duck = asyncio.get_running_loop().create_task(self._run_lame_duck())
+
+    async def _run_lame_duck(self) -> None:
+        log.info("Entering lame duck mode, stop accepting new clients")
+        assert self._listener is not None
+        self._listener.close()
+        handed = self.jetstream.authority.hand_off_leaderships() if self.jetstream else 0
+        if handed and await self._stop_within(LEADER_HANDOFF_WAIT_S):
+            return
+        clients = list(self._conns.values())
+        if not clients:
+            self.request_stop()
+            return
+        for conn in clients:
+            conn.send_lame_duck_info()
+        settings = self.opts.lame_duck
+        if await self._stop_within(settings.grace_period_s):
+            return
+        log.info("Closing existing clients")
+        pauses = close_pauses(len(clients), settings, random.Random())
+        for conn, pause in zip(clients, [*pauses, 0.0], strict=True):
+            conn.close()
+            if pause and await self._stop_within(pause):
+                return
+        self.request_stop()
+
+    async def _stop_within(self, seconds: float) -> bool:
+        """Wait ``seconds``; True when a stop was asked for meanwhile."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopped.wait(), seconds)
+        return self._stopped.is_set()
+
     async def shutdown(self) -> None:
         log.info("Initiating shutdown")
+        if self._lame_duck is not None and not self._lame_duck.done():
+            self._lame_duck.cancel()
         if self._listener is not None:
             self._listener.close()
         if self.jetstream is not None:

@@ -444,6 +444,17 @@ class ClientSession:
         """Replace the server INFO (e.g. new ``connect_urls``) used for the connect_info INFO."""
         self._info = info
 
+    def async_info(self, **changes: Any) -> bytes | None:
+        """An INFO sent on the server's initiative (nats-server ``sendAsyncInfoToClients``), with
+        ``changes`` over this connection's INFO: only for a client that asked for them (protocol
+        1) and got its first PONG; before that PONG the connect_info INFO is still to come."""
+        if self._closed or not self._first_pong_sent or self._opts["protocol"] < CLIENT_PROTO_INFO:
+            return None
+        info = dict(self._info)
+        info.pop("nonce", None)
+        info.update(changes)
+        return encode_info(order_info(info))
+
     def forget_subscription(self, sid: str) -> None:
         """The caller removed ``sid`` on its own (auto-unsubscribe reached its max)."""
         self._sids.discard(sid)

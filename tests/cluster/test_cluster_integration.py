@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
+import signal
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -286,6 +288,51 @@ async def test_killed_leader_is_replaced_without_losing_acked_publishes_and_catc
         "the restarted node caught up to the same applied index and digest",
     )
     assert views[old]["lag"] == 0
+
+
+# --- 3b. lame duck mode hands leadership on --------------------------------------------------
+
+
+async def test_a_lame_duck_stream_leader_hands_on_and_exits_without_losing_a_publish(
+    fresh_jetraft_cluster: JetraftCluster,
+) -> None:
+    cluster, stream, subject = fresh_jetraft_cluster, "LAMEDUCK", "ldm.x"
+    async with _clients(cluster.urls[:1]) as (nc,):
+        await _create(nc, stream, ["ldm.>"])
+    old = await settled_leader(cluster, stream, CONVERGE_TIMEOUT_S)
+    survivors = [i for i in range(len(cluster.nodes)) if i != old]
+    acked: list[int] = []
+    async with _clients([cluster.urls[survivors[0]]]) as (nc,):
+        js = _js(nc)
+        deadline = time.monotonic() + FAILOVER_TIMEOUT_S
+        for k in range(PRE_KILL_MSGS):
+            acked.append(await _publish_retrying(js, subject, k, deadline))
+        os.kill(cluster.nodes[old].pid, signal.SIGUSR2)
+        # handed on, not lost: a survivor leads while the lame duck still runs
+        new = await _until(
+            cluster,
+            lambda: (index,) if (index := leader_index(cluster, stream, survivors)) else None,
+            FAILOVER_TIMEOUT_S,
+            "a survivor leads the stream",
+        )
+        assert new[0] != old
+        assert cluster.nodes[old].running  # it waits a second after handing on before it goes
+        for k in range(PRE_KILL_MSGS, PRE_KILL_MSGS + POST_FAILOVER_MSGS):
+            acked.append(await _publish_retrying(js, subject, k, deadline))
+    assert acked == list(range(1, len(acked) + 1))
+    # no client of its own: it shuts down right after the hand-off
+    await _until(
+        cluster,
+        lambda: not cluster.nodes[old].running,
+        FAILOVER_TIMEOUT_S,
+        "the lame duck exits",
+    )
+    await _until(
+        cluster,
+        lambda: converged(cluster, stream, survivors, messages=len(acked)),
+        CONVERGE_TIMEOUT_S,
+        "the survivors hold every acknowledged publish",
+    )
 
 
 # --- 4. MSG.GET is never stale ----------------------------------------------------------------

@@ -236,3 +236,38 @@ def test_encode_str_and_info_order() -> None:
         "xkey",
         "zzz",
     ]
+
+
+def _session_after(data: bytes) -> ClientSession:
+    session = ClientSession({**INFO, "nonce": "NONCE"}, 1048576)
+    session.receive_data(data)
+    while session.next_action() is not None:
+        pass
+    return session
+
+
+@pytest.mark.parametrize(
+    ("data", "gets_it"),
+    [
+        (b'CONNECT {"protocol":1}\r\nPING\r\n', True),
+        (b'CONNECT {"protocol":1}\r\n', False),  # the connect_info INFO is still to come
+        (b'CONNECT {"protocol":0}\r\nPING\r\n', False),  # did not ask for async INFO
+        (b"PING\r\n", False),  # no CONNECT yet
+    ],
+)
+def test_an_async_info_goes_only_to_clients_past_their_first_pong_on_protocol_1(
+    data: bytes, gets_it: bool
+) -> None:
+    line = _session_after(data).async_info(ldm=True)
+    if not gets_it:
+        assert line is None
+        return
+    assert line is not None and line.startswith(b"INFO ") and line.endswith(b" \r\n")
+    info = json.loads(line[5:-3])
+    assert info["ldm"] is True and info["client_id"] == INFO["client_id"]
+    assert "nonce" not in info and "connect_info" not in info
+
+
+def test_no_async_info_on_a_closed_session() -> None:
+    session = _session_after(b'CONNECT {"protocol":1}\r\nPING\r\nSUB a\r\n')  # SUB lacks a sid
+    assert session.closed and session.async_info(ldm=True) is None
