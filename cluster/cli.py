@@ -20,6 +20,7 @@ from typing import Any
 from cluster import sync_ledger
 from cluster.apply_log import DEFAULT_NAME as DEFAULT_APPLY_LOG
 from cluster.batching import BatchConfigError, batch_limits_from_config
+from cluster.client_urls import ClientAdvertiseError, parse_advertise
 from cluster.config_file import ConfigError, ConfMap, parse_config
 from cluster.config_schema import check_config
 from cluster.lame_duck import (
@@ -78,6 +79,15 @@ def _server_parser(sub: Any) -> None:
         help="cluster URL to listen on for routes, nats://host:port",
     )
     p.add_argument("--routes", help="comma-separated route URLs (nats://host:port,...)")
+    p.add_argument(
+        "--client_advertise",
+        help="host[:port] cluster peers tell their clients for this node (INFO connect_urls)",
+    )
+    p.add_argument(
+        "--no_advertise",
+        action="store_true",
+        help="tell clients no cluster URLs (INFO without connect_urls)",
+    )
     p.add_argument(
         "--apply_log",
         nargs="?",
@@ -495,6 +505,16 @@ def _cluster_options(args: argparse.Namespace, conf: ConfMap, opts: ServerOption
     for route in routes:
         _split_url(route)
     opts.routes = routes
+    opts.no_advertise = bool(getattr(args, "no_advertise", False)) or bool(
+        _bool_option(block, "no_advertise")
+    )
+    advertise = getattr(args, "client_advertise", None) or conf.get("client_advertise")
+    if advertise:
+        try:
+            parse_advertise(str(advertise), max(opts.port, 1))
+        except ClientAdvertiseError as exc:
+            raise SystemExit(f"jetraft: {exc}") from None
+        opts.client_advertise = str(advertise)
     if opts.clustered and not opts.cluster_name:
         raise SystemExit("jetraft: a cluster needs a name (--cluster_name or cluster { name })")
     if opts.clustered and not opts.server_name:

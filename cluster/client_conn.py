@@ -581,9 +581,22 @@ class ClientConnection(asyncio.Protocol):
             tls.wire.abort()
         self._teardown()
 
-    def send_lame_duck_info(self) -> None:
-        """Tell the client this server is leaving (``"ldm": true``), if it takes async INFO."""
-        info = self.session.async_info(ldm=True)
+    def send_lame_duck_info(self, connect_urls: list[str]) -> None:
+        """Tell the client this server is leaving (``"ldm": true``) and where the others are,
+        if it takes async INFO."""
+        changes: dict[str, Any] = {"ldm": True}
+        if connect_urls:
+            changes["connect_urls"] = connect_urls
+        info = self.session.async_info(**changes)
+        if info is not None:
+            self.send_raw(info)
+
+    def update_info(self, **changes: Any) -> None:
+        """Change this connection's INFO (what a later connect_info INFO carries) and tell the
+        client now, if it takes async INFO."""
+        self._info = ps.order_info({**self._info, **changes})
+        self.session.update_info(**changes)
+        info = self.session.async_info()
         if info is not None:
             self.send_raw(info)
 

@@ -99,6 +99,7 @@ CLUSTER: dict[str, Any] = {
     "host": None,
     "port": None,
     "routes": None,
+    "no_advertise": None,
     "authorization": ROUTE_AUTHORIZATION,
     "tls": ROUTE_TLS,
 }
@@ -118,6 +119,7 @@ SERVER: dict[str, Any] = {
     "net": None,
     "port": None,
     "server_name": None,
+    "client_advertise": None,
     "store_dir": None,
     "http_port": None,
     "monitor_port": None,

@@ -241,6 +241,8 @@ class MonitoredNode(Protocol):
     @property
     def js_setup(self) -> JetStreamSetup: ...
 
+    def connect_urls(self) -> list[str]: ...
+
 
 # --- /varz ----------------------------------------------------------------------------------
 def varz(node: MonitoredNode, cpu: CpuSampler, http_req_stats: Mapping[str, int]) -> dict[str, Any]:
@@ -264,6 +266,9 @@ def varz(node: MonitoredNode, cpu: CpuSampler, http_req_stats: Mapping[str, int]
         out["tls_required"] = True
         if tls.verify:
             out["tls_verify"] = True
+    urls = node.connect_urls()
+    if urls:
+        out["connect_urls"] = urls
     out["max_connections"] = opts.max_connections
     out["ping_interval"] = round(opts.ping_interval_s * NS_PER_S)
     out["ping_max"] = opts.ping_max

@@ -53,6 +53,7 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
+from cluster.client_urls import peer_client_urls
 from cluster.raft.transport import RaftInbound
 from cluster.router import Excluded, Router
 from cluster.security_config import RouteAuthConfig, TLSConfig, route_url_credentials
@@ -192,6 +193,7 @@ class _Link(asyncio.Protocol):
         self.dialed = dialed
         self.url = url
         self.peer: str | None = None
+        self.client_urls: list[str] = []  # an accepted peer's, from its HELLO
         self.transport: asyncio.Transport | None = None
         # an accepted connection is read a HELLO at a time until it authenticated
         self.reader = FrameReader(FRAME_BYTES_MAX if dialed else HELLO_BYTES_MAX)
@@ -396,6 +398,10 @@ class _Link(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.close()
             return
+        urls = peer_client_urls(body.get("client_urls", []))
+        if urls is None:
+            raise FrameError("HELLO with bad client_urls")
+        self.client_urls = urls
         self.peer = name
         self.reader.frame_bytes_max = FRAME_BYTES_MAX
         self.mgr.inbound_up(self)
@@ -448,6 +454,10 @@ class RouteManager:
         self.router = router
         self.peer_up: list[PeerHandler] = []
         self.peer_down: list[PeerHandler] = []
+        # this node's client URLs, told to peers in the HELLO; theirs, while their route is up
+        self.client_urls: list[str] = []
+        self.peer_client_urls: dict[str, list[str]] = {}
+        self.client_urls_changed: list[Callable[[], None]] = []
         self._out: dict[str, _Link] = {}
         self._in: dict[str, _Link] = {}
         self.known_peers: set[str] = set()
@@ -476,6 +486,8 @@ class RouteManager:
         }
         if self.server_id:
             body["id"] = self.server_id
+        if self.client_urls:
+            body["client_urls"] = self.client_urls
         if url:  # dialing: present the URL's credentials, else this node's own (nats-server)
             user, password = route_url_credentials(url)
             if user:
@@ -740,12 +752,24 @@ class RouteManager:
         self._in[link.peer] = link
         if old is not None:
             old.close()
+        self._set_peer_client_urls(link.peer, link.client_urls)
 
     def inbound_down(self, link: _Link) -> None:
         assert link.peer is not None
         if self._in.get(link.peer) is link:
             del self._in[link.peer]
             self.router.drop_peer(link.peer)
+            self._set_peer_client_urls(link.peer, None)
+
+    def _set_peer_client_urls(self, peer: str, urls: list[str] | None) -> None:
+        before = self.peer_client_urls.get(peer)
+        if urls:
+            self.peer_client_urls[peer] = urls
+        else:
+            self.peer_client_urls.pop(peer, None)
+        if self.peer_client_urls.get(peer) != before:
+            for listener in self.client_urls_changed:
+                listener()
 
     # --- sending ----------------------------------------------------------------------------
     def connected(self, peer: str) -> bool:

@@ -34,6 +34,7 @@ from cluster.client_conn import (
     WRITE_DEADLINE_S,
     ClientConnection,
 )
+from cluster.client_urls import advertised_client_urls
 from cluster.identity import GIT_COMMIT, GO_VERSION, PROTO, VERSION
 from cluster.jetstream import JetStream
 from cluster.jsz import JetStreamSetup
@@ -51,6 +52,7 @@ from engine.batch import BatchLimits
 from protocol import native
 from protocol.auth_config import ClientAuthConfig
 from protocol.parser import MAX_CONTROL_LINE_BYTES_DEFAULT
+from protocol.session import order_info
 from protocol.stream_config import SERVER_API_LEVEL
 
 log = logging.getLogger("jetraft.server")
@@ -100,6 +102,9 @@ class ServerOptions:
     debug: bool = False
     logtime: bool = True
     pid_file: Path | None = None
+    # client_advertise, cluster { no_advertise }: INFO connect_urls (cluster/client_urls.py)
+    client_advertise: str = ""
+    no_advertise: bool = False
     # lame_duck_duration and lame_duck_grace_period: what SIGUSR2 does
     lame_duck: LameDuckSettings = field(default_factory=LameDuckSettings)
 
@@ -168,6 +173,7 @@ class Server:
         self._next_cid = 0
         self._stopped = asyncio.Event()
         self._lame_duck: asyncio.Task[None] | None = None
+        self._own_client_urls: list[str] = []
         self.port = opts.port
         # what monitoring reports that outlives a connection (cluster/monitoring.py)
         self.counters = NodeCounters()
@@ -196,11 +202,35 @@ class Server:
         if self.jetstream is not None:  # nats-server leaves the key out without JetStream
             info["jetstream"] = True
         info.update(client_id=cid, client_ip="", api_lvl=SERVER_API_LEVEL, xkey=self.xkey)
+        if self.opts.clustered:
+            info["cluster"] = self.opts.cluster_name
+            urls = self.connect_urls()
+            if urls:
+                info["connect_urls"] = urls
         if self.opts.tls is not None:  # sent in the clear; the client upgrades after reading it
             info["tls_required"] = True
             if self.opts.tls.verify:
                 info["tls_verify"] = True
-        return info
+        return order_info(info)
+
+    def connect_urls(self, *, own: bool = True) -> list[str]:
+        """INFO ``connect_urls`` (cluster/client_urls.py): this node's client URLs, unless
+        ``own`` is False, then those of the peers whose routes are up."""
+        routes = self.routes
+        if routes is None or self.opts.no_advertise:
+            return []
+        urls = list(self._own_client_urls) if own else []
+        for peer in sorted(routes.peer_client_urls):
+            urls += [u for u in routes.peer_client_urls[peer] if u not in urls]
+        return urls
+
+    def _client_urls_changed(self) -> None:
+        """A peer's route came or went: clients that take async INFO hear the new list."""
+        if self.opts.no_advertise or self._lame_duck is not None:
+            return
+        urls = self.connect_urls()
+        for conn in list(self._conns.values()):
+            conn.update_info(connect_urls=urls)
 
     def _new_connection(self) -> ClientConnection:
         self._next_cid += 1
@@ -261,16 +291,29 @@ class Server:
             self.opts.store_dir.mkdir(parents=True, exist_ok=True)
         if self.opts.pid_file is not None:
             self.opts.pid_file.write_text(f"{os.getpid()}\n")
+        # bound first, served last: the port (-p -1: any) is known before the routes' HELLO
+        # tells the peers this node's client URLs, and no client gets in before JetStream
+        loop = asyncio.get_running_loop()
+        self._listener = await loop.create_server(
+            self._new_connection,
+            self.opts.host,
+            self.opts.port,
+            reuse_address=True,
+            start_serving=False,
+        )
+        self.port = self._listener.sockets[0].getsockname()[1]
         if self.routes is not None:
+            self._own_client_urls = advertised_client_urls(
+                self.opts.client_advertise, self.opts.host, self.port
+            )
+            if not self.opts.no_advertise:
+                self.routes.client_urls = self._own_client_urls
+            self.routes.client_urls_changed.append(self._client_urls_changed)
             await self.routes.start()
         if self.jetstream is not None:
             self.jetstream.start()
         self.sys_requests.start()
-        loop = asyncio.get_running_loop()
-        self._listener = await loop.create_server(
-            self._new_connection, self.opts.host, self.opts.port, reuse_address=True
-        )
-        self.port = self._listener.sockets[0].getsockname()[1]
+        await self._listener.start_serving()
         if self.opts.http_port:  # -1: any free port
             self.monitor = MonitorServer(
                 self,
@@ -339,8 +382,9 @@ class Server:
         if not clients:
             self.request_stop()
             return
+        others = self.connect_urls(own=False)  # where the clients can go (nats-server too)
         for conn in clients:
-            conn.send_lame_duck_info()
+            conn.send_lame_duck_info(others)
         settings = self.opts.lame_duck
         if await self._stop_within(settings.grace_period_s):
             return

@@ -7,8 +7,9 @@ peer arrive in the order it sent them (interest before the messages that rely on
 
 Frame bodies by kind:
 
-* ``HELLO``  ``{"v", "name", "cluster"[, "user", "pass" | "token"]}`` — first frame on a dialed
-  connection, with the route credentials when the cluster has route authorization; at most
+* ``HELLO``  ``{"v", "name", "cluster"[, "id", "client_urls", "user", "pass" | "token"]}`` —
+  first frame on a dialed connection, with the route credentials when the cluster has route
+  authorization and the client URLs the node advertises (cluster/client_urls.py); at most
   ``HELLO_BYTES_MAX`` bytes, and nothing else is read before it was accepted.
 * ``RAFT``   ``[group, message]`` — a pysyncobj message (a dict of ints, strs, bytes, lists).
 * ``SUB``    ``[subject, queue | None, weight, excluded prefix | None]`` — the sender has interest

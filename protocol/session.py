@@ -444,6 +444,10 @@ class ClientSession:
         """Replace the server INFO (e.g. new ``connect_urls``) used for the connect_info INFO."""
         self._info = info
 
+    def update_info(self, **changes: Any) -> None:
+        """Change keys of this connection's INFO (``connect_urls`` when the cluster changes)."""
+        self._info = order_info({**self._info, **changes})
+
     def async_info(self, **changes: Any) -> bytes | None:
         """An INFO sent on the server's initiative (nats-server ``sendAsyncInfoToClients``), with
         ``changes`` over this connection's INFO: only for a client that asked for them (protocol

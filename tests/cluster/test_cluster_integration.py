@@ -32,7 +32,7 @@ from nats.js.errors import NotFoundError
 
 from tests.cluster.replica_views import converged, leader_index, replica_views, settled_leader
 from tests.integration.clients import connect
-from tests.servers import JetraftCluster
+from tests.servers import HTTP_OK, JetraftCluster, http_get_json
 
 pytestmark = pytest.mark.integration
 
@@ -290,6 +290,23 @@ async def test_killed_leader_is_replaced_without_losing_acked_publishes_and_catc
     assert views[old]["lag"] == 0
 
 
+# --- 3a. clients learn every node from the one they reach --------------------------------------
+
+
+async def test_a_client_given_one_node_learns_every_node(jetraft_cluster: JetraftCluster) -> None:
+    cluster = jetraft_cluster
+    every = sorted(f"127.0.0.1:{node.port}" for node in cluster.nodes)
+    for i in range(len(cluster.nodes)):
+        async with _clients([cluster.urls[i]]) as (nc,):
+            known = sorted(f"{u.hostname}:{u.port}" for u in nc.servers)
+            assert known == every, known  # nats-py adds the INFO's connect_urls to its pool
+            discovered = sorted(f"{u.hostname}:{u.port}" for u in nc.discovered_servers)
+            assert discovered == sorted(set(every) - {f"127.0.0.1:{cluster.nodes[i].port}"})
+        status, varz = http_get_json(cluster.nodes[i].http_port, "/varz")
+        assert status == HTTP_OK and sorted(varz["connect_urls"]) == every
+        assert varz["connect_urls"][0] == f"127.0.0.1:{cluster.nodes[i].port}"  # its own first
+
+
 # --- 3b. lame duck mode hands leadership on --------------------------------------------------
 
 
@@ -327,6 +344,13 @@ async def test_a_lame_duck_stream_leader_hands_on_and_exits_without_losing_a_pub
         FAILOVER_TIMEOUT_S,
         "the lame duck exits",
     )
+    gone = f"127.0.0.1:{cluster.nodes[old].port}"
+
+    def forgotten() -> bool:
+        status, varz = http_get_json(cluster.nodes[survivors[0]].http_port, "/varz")
+        return status == HTTP_OK and gone not in varz["connect_urls"]
+
+    await _until(cluster, forgotten, FAILOVER_TIMEOUT_S, "the survivors forget its client URL")
     await _until(
         cluster,
         lambda: converged(cluster, stream, survivors, messages=len(acked)),

@@ -328,3 +328,33 @@ async def test_interest_and_closes_never_overtake_or_drop_gathered_frames() -> N
     link.send(FrameKind.MSG, ["last", None, None, b"x", True, []])
     link.close()
     assert transport.closed and transport.frames()[-1][1][0] == "last"
+
+
+async def test_a_peers_client_urls_come_with_its_hello_and_go_with_its_link() -> None:
+    mgr, _ = _manager()
+    mgr.client_urls = ["127.0.0.1:4222"]
+    changes: list[dict[str, list[str]]] = []
+    mgr.client_urls_changed.append(lambda: changes.append(dict(mgr.peer_client_urls)))
+    link, transport = _accepted(mgr)
+    link.data_received(_hello(client_urls=["10.0.0.2:4222", "[fd00::2]:4222"], **GOOD))
+    assert link.peer == "n1"
+    # our answer tells the peer our own
+    [(kind, answer)] = transport.frames()
+    assert kind == FrameKind.HELLO and answer["client_urls"] == ["127.0.0.1:4222"]
+    link.connection_lost(None)
+    assert changes == [{"n1": ["10.0.0.2:4222", "[fd00::2]:4222"]}, {}]
+
+
+@pytest.mark.parametrize(
+    "urls",
+    ["10.0.0.2:4222", [4222], ["a b:1"], ["x\x00:1"], [""], ["h:1"] * 33, ["h" * 257]],
+    ids=["not-a-list", "not-str", "space", "control", "empty", "too-many", "too-long"],
+)
+async def test_a_hello_with_bad_client_urls_closes_the_link(urls: Any) -> None:
+    mgr, _ = _manager()
+    changes: list[int] = []
+    mgr.client_urls_changed.append(lambda: changes.append(1))
+    link, transport = _accepted(mgr)
+    link.data_received(_hello(client_urls=urls, **GOOD))
+    assert transport.is_closing() and link.peer is None
+    assert mgr.peer_client_urls == {} and changes == []

@@ -51,7 +51,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("varz", "feature_flags"): "missing",
     ("varz", "system_account"): "missing",
     ("varz", "disk_io_wait_stats"): "missing",
-    ("varz", "connect_urls"): "missing",
     ("varz", "cluster.pool_size"): "missing",
     ("varz", "jetraft_version"): "extra",
     ("varz", "pid"): "extra",
