@@ -253,12 +253,6 @@ def _jetstream_config(conf: ConfMap) -> tuple[bool, ConfMap]:
     )
 
 
-ERR_CLUSTER_WITHOUT_JETSTREAM = (
-    "jetraft: a cluster node without JetStream is not supported: every jetraft cluster node is a "
-    "JetStream (meta group) peer; start it with -js or a jetstream block"
-)
-
-
 DEFAULT_CLIENT_PORT = 4222
 RANDOM_PORT = -1  # nats-server's "any free port" (client test harnesses start servers so)
 EPHEMERAL_PORT = 0  # what the OS is asked for to get any free port
@@ -326,8 +320,6 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
     _logging_options(args, conf, opts)
     _security_options(args, conf, opts)
     _cluster_options(args, conf, opts)
-    if opts.clustered and not opts.jetstream:
-        raise SystemExit(ERR_CLUSTER_WITHOUT_JETSTREAM)
     apply_log = getattr(args, "apply_log", None)
     if apply_log is not None:
         opts.apply_log = (
@@ -398,7 +390,8 @@ def _lame_duck_options(conf: ConfMap, opts: ServerOptions) -> None:
     try:
         opts.lame_duck = LameDuckSettings(
             values.get("lame_duck_duration", LAME_DUCK_DURATION_S),
-            values.get("lame_duck_grace_period", LAME_DUCK_GRACE_PERIOD_S),
+            # 0 is the default, as nats-server's setBaselineOptions reads it
+            values.get("lame_duck_grace_period") or LAME_DUCK_GRACE_PERIOD_S,
         )
     except LameDuckConfigError as exc:
         raise SystemExit(f"jetraft: {exc}") from None
@@ -517,8 +510,11 @@ def _cluster_options(args: argparse.Namespace, conf: ConfMap, opts: ServerOption
         opts.client_advertise = str(advertise)
     if opts.clustered and not opts.cluster_name:
         raise SystemExit("jetraft: a cluster needs a name (--cluster_name or cluster { name })")
-    if opts.clustered and not opts.server_name:
-        raise SystemExit("jetraft: a cluster node needs a server name (-n or server_name)")
+    if opts.clustered and opts.jetstream and not opts.server_name:
+        # its Raft identity, which must survive a restart (a core NATS node takes its random id)
+        raise SystemExit(
+            "jetraft: a JetStream cluster node needs a server name (-n or server_name)"
+        )
     try:
         opts.route_auth = route_auth_from(
             block if "authorization" in block else None,

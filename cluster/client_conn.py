@@ -584,10 +584,7 @@ class ClientConnection(asyncio.Protocol):
     def send_lame_duck_info(self, connect_urls: list[str]) -> None:
         """Tell the client this server is leaving (``"ldm": true``) and where the others are,
         if it takes async INFO."""
-        changes: dict[str, Any] = {"ldm": True}
-        if connect_urls:
-            changes["connect_urls"] = connect_urls
-        info = self.session.async_info(**changes)
+        info = self.session.async_info(ldm=True, connect_urls=connect_urls)
         if info is not None:
             self.send_raw(info)
 

@@ -16,10 +16,13 @@ wildcard address in a URL.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
 from typing import Any, Final
 
 import psutil
+
+log = logging.getLogger("jetraft.routes")
 
 CLIENT_URLS_MAX: Final = 32  # a peer's HELLO may name this many client URLs
 CLIENT_URL_BYTES_MAX: Final = 256
@@ -35,9 +38,10 @@ def join_host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def parse_advertise(text: str, default_port: int) -> str:
-    """``host[:port]`` (``[v6]:port`` for IPv6), as a URL clients can dial."""
-    host, port = text.strip(), default_port
+def split_advertise(text: str, default_port: int) -> tuple[str, int]:
+    """``host[:port]`` (``[v6]:port``, or a bare IPv6 literal) as (host, port); port 0 or -1 is
+    the client port, as in nats-server's ``parseHostPort``."""
+    host, port_text = text.strip(), ""
     if host.startswith("["):
         end = host.find("]")
         if end < 0:
@@ -46,16 +50,36 @@ def parse_advertise(text: str, default_port: int) -> str:
         if rest:
             if not rest.startswith(":"):
                 raise ClientAdvertiseError(f"client_advertise {text!r}: expected host[:port]")
-            port = _port(rest[1:], text)
+            port_text = rest[1:]
+        _ipv6(host, text)
     elif host.count(":") == 1:
         host, _, port_text = host.partition(":")
-        port = _port(port_text, text)
+    elif ":" in host:
+        _ipv6(host, text)  # "nats://host:4222" is not one
     if not host or any(c.isspace() for c in host):
         raise ClientAdvertiseError(f"client_advertise {text!r}: expected host[:port]")
-    return join_host_port(host, port)
+    return host, _port(port_text, default_port, text)
 
 
-def _port(text: str, whole: str) -> int:
+def parse_advertise(text: str, default_port: int) -> str:
+    """``client_advertise`` as the URL clients dial (peers take one of at most
+    ``CLIENT_URL_BYTES_MAX`` bytes)."""
+    url = join_host_port(*split_advertise(text, default_port))
+    if len(url.encode()) > CLIENT_URL_BYTES_MAX:
+        raise ClientAdvertiseError(f"client_advertise: over {CLIENT_URL_BYTES_MAX} bytes")
+    return url
+
+
+def _ipv6(host: str, whole: str) -> None:
+    try:
+        ipaddress.IPv6Address(host)
+    except ValueError:
+        raise ClientAdvertiseError(f"client_advertise {whole!r}: too many colons") from None
+
+
+def _port(text: str, default_port: int, whole: str) -> int:
+    if text in ("", "0", "-1"):
+        return default_port
     if not text.isdigit() or not 0 < int(text) < 65536:
         raise ClientAdvertiseError(f"client_advertise {whole!r}: bad port {text!r}")
     return int(text)
@@ -82,11 +106,19 @@ def interface_addresses() -> list[str]:
 
 
 def advertised_client_urls(advertise: str, host: str, port: int) -> list[str]:
-    """This node's own client URLs (see the module docstring)."""
+    """This node's own client URLs (see the module docstring), at most what a peer takes."""
     if advertise:
         return [parse_advertise(advertise, port)]
     if host in _WILDCARDS:
-        return [join_host_port(ip, port) for ip in interface_addresses()]
+        urls = [join_host_port(ip, port) for ip in interface_addresses()]
+        if len(urls) > CLIENT_URLS_MAX:
+            log.warning(
+                "advertising %d of this machine's %d addresses to clients (set"
+                " client_advertise to choose one)",
+                CLIENT_URLS_MAX,
+                len(urls),
+            )
+        return urls[:CLIENT_URLS_MAX]
     return [join_host_port(host, port)]
 
 
@@ -96,7 +128,9 @@ def peer_client_urls(value: Any) -> list[str] | None:
     if type(value) is not list or len(value) > CLIENT_URLS_MAX:
         return None
     for url in value:
-        if type(url) is not str or not 0 < len(url) <= CLIENT_URL_BYTES_MAX:
+        if type(url) is not str or not 0 < len(url.encode(errors="surrogatepass")) <= (
+            CLIENT_URL_BYTES_MAX
+        ):
             return None
         if not url.isprintable() or any(c.isspace() for c in url):
             return None

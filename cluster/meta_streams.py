@@ -419,7 +419,14 @@ class MetaStreams:
         }
 
     def _online_nodes(self) -> list[str]:
-        return sorted(p for p in self.peers if p == self.server_name or self.routes.connected(p))
+        """Where a new stream may go: reachable nodes not in lame duck mode (they are leaving)."""
+        routes = self.routes
+        return sorted(
+            p
+            for p in self.peers
+            if (p == self.server_name and not routes.lame_duck)
+            or (routes.connected(p) and p not in routes.lame_duck_peers)
+        )
 
     def _place(self, replicas: int, include: str | None = None) -> list[str]:
         """The ``replicas`` online nodes with the fewest streams; the first is the preferred

@@ -42,6 +42,7 @@ Must never: block the loop, or let a peer's bad frame take anything down but tha
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hmac
 import ipaddress
@@ -72,6 +73,7 @@ log = logging.getLogger("jetraft.routes")
 
 RECONNECT_DELAY_MIN_S = 0.05
 RECONNECT_DELAY_MAX_S = 1.0
+DIAL_WAKE_INTERVAL_S = 0.25  # a stranger knocking cannot make us dial more often than this
 HELLO_TIMEOUT_S = 5.0
 LISTEN_BACKLOG = 100  # asyncio's create_server default
 ACCEPT_RETRY_DELAY_S = 0.1
@@ -344,6 +346,8 @@ class _Link(asyncio.Protocol):
             mgr.router.set_remote(peer, body[0], body[1], int(body[2]), _excluded(body))
         elif kind == FrameKind.UNSUB:
             mgr.router.remove_remote(peer, body[0], body[1])
+        elif kind == FrameKind.LAME_DUCK:
+            mgr.peer_entered_lame_duck(peer)
         elif kind == FrameKind.CATCHUP:
             if mgr.raft is not None:
                 mgr.raft.on_catchup(peer, body)
@@ -374,6 +378,17 @@ class _Link(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.close()
             return
+        if body.get("js", True) is not self.mgr.jetstream:
+            log.error(
+                "route: peer %s %s JetStream and this node %s; a cluster is all JetStream or all"
+                " core NATS; closing",
+                name,
+                "runs" if body.get("js", True) else "runs without",
+                "does not" if not self.mgr.jetstream else "does",
+            )
+            if self.transport is not None:
+                self.transport.close()
+            return
         if self.dialed:
             self.peer = name
             if not self.hello.done():
@@ -389,6 +404,8 @@ class _Link(asyncio.Protocol):
             quiet = name in self.mgr.refused_names or name == self.mgr.name
             level = logging.DEBUG if quiet else logging.WARNING
             self.mgr.refused_names.add(name)
+            if name != self.mgr.name:
+                self.mgr.wake_dialers()
             log.log(
                 level,
                 "route from %s as %r: not a node of the configured routes (yet); closing",
@@ -438,7 +455,10 @@ class RouteManager:
         tls: TLSConfig | None = None,
         raft: RaftInbound | None = None,
         server_id: str = "",
+        jetstream: bool = True,
     ) -> None:
+        # a cluster is all JetStream (every node a meta group peer) or all core NATS
+        self.jetstream = jetstream
         self.server_id = server_id  # told to peers in the HELLO (their /routez remote_id)
         self._rids = 0
         self.slow_consumers = 0  # links dropped because the peer stopped reading
@@ -458,6 +478,11 @@ class RouteManager:
         self.client_urls: list[str] = []
         self.peer_client_urls: dict[str, list[str]] = {}
         self.client_urls_changed: list[Callable[[], None]] = []
+        self._dial_wake = asyncio.Event()
+        self._dial_woken_at = -DIAL_WAKE_INTERVAL_S
+        # lame duck mode: this node's, and the peers that said they entered it
+        self.lame_duck = False
+        self.lame_duck_peers: set[str] = set()
         self._out: dict[str, _Link] = {}
         self._in: dict[str, _Link] = {}
         self.known_peers: set[str] = set()
@@ -486,6 +511,8 @@ class RouteManager:
         }
         if self.server_id:
             body["id"] = self.server_id
+        if not self.jetstream:
+            body["js"] = False
         if self.client_urls:
             body["client_urls"] = self.client_urls
         if url:  # dialing: present the URL's credentials, else this node's own (nats-server)
@@ -684,8 +711,10 @@ class RouteManager:
                 self._dial_failed(url, link, exc)
                 if link.transport is not None:
                     link.transport.abort()
-                await asyncio.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, RECONNECT_DELAY_MAX_S)
+                if await self._backoff(delay * (0.5 + random.random())):
+                    delay = RECONNECT_DELAY_MIN_S  # a peer knocked: it may be this URL's
+                else:
+                    delay = min(delay * 2, RECONNECT_DELAY_MAX_S)
                 continue
             if self._dial_problem.pop(url, None) is not None:
                 log.info("route to %s: connected again", url)
@@ -702,6 +731,24 @@ class RouteManager:
             self._outbound_down(peer, link)
             if not self._closing:
                 await asyncio.sleep(RECONNECT_DELAY_MIN_S)
+
+    async def _backoff(self, seconds: float) -> bool:
+        """Sleep before the next dial; True when ``wake_dialers`` cut it short."""
+        woken = self._dial_wake
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(woken.wait(), seconds)
+        return woken.is_set()
+
+    def wake_dialers(self) -> None:
+        """A node we have not resolved knocked (a peer that just started): dial the unresolved
+        route URLs now rather than at the end of their backoff, at most every
+        ``DIAL_WAKE_INTERVAL_S``, so that the new peer is let in within a round trip."""
+        now = time.monotonic()
+        if now - self._dial_woken_at < DIAL_WAKE_INTERVAL_S:
+            return
+        self._dial_woken_at = now
+        self._dial_wake.set()
+        self._dial_wake = asyncio.Event()
 
     def _dial_failed(self, url: str, link: _Link, exc: BaseException) -> None:
         """Log why dialing ``url`` failed, once until it changes: a peer that is down is
@@ -752,7 +799,8 @@ class RouteManager:
         self._in[link.peer] = link
         if old is not None:
             old.close()
-        self._set_peer_client_urls(link.peer, link.client_urls)
+        self.lame_duck_peers.discard(link.peer)  # a new link is a new start (or a lame duck's
+        self._set_peer_client_urls(link.peer, link.client_urls)  # reconnect: no URLs then)
 
     def inbound_down(self, link: _Link) -> None:
         assert link.peer is not None
@@ -760,6 +808,18 @@ class RouteManager:
             del self._in[link.peer]
             self.router.drop_peer(link.peer)
             self._set_peer_client_urls(link.peer, None)
+
+    def enter_lame_duck(self) -> None:
+        """This node leaves: peers stop advertising it (a HELLO from now on names no client URL)
+        and place nothing new on it."""
+        self.lame_duck = True
+        self.client_urls = []
+        for peer in list(self._out):
+            self.send(peer, FrameKind.LAME_DUCK, None)
+
+    def peer_entered_lame_duck(self, peer: str) -> None:
+        self.lame_duck_peers.add(peer)
+        self._set_peer_client_urls(peer, None)
 
     def _set_peer_client_urls(self, peer: str, urls: list[str] | None) -> None:
         before = self.peer_client_urls.get(peer)

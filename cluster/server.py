@@ -34,7 +34,7 @@ from cluster.client_conn import (
     WRITE_DEADLINE_S,
     ClientConnection,
 )
-from cluster.client_urls import advertised_client_urls
+from cluster.client_urls import advertised_client_urls, split_advertise
 from cluster.identity import GIT_COMMIT, GO_VERSION, PROTO, VERSION
 from cluster.jetstream import JetStream
 from cluster.jsz import JetStreamSetup
@@ -130,13 +130,12 @@ class Server:
         # atomic batch limits and the count of open batches, shared by all streams
         batches = BatchContext(opts.batch_limits)
         authority: StreamAuthority | None = None
-        if opts.clustered and not opts.jetstream:
-            # the meta group counts every configured route as a peer (cluster/cli.py refuses it)
-            raise ValueError("a cluster node without JetStream is not supported")
         if opts.clustered:
             # Raft first: the routes are built with it, so the first RAFT frame or link event
-            # already has its receiver; the streams' groups then send through the routes.
-            raft = RaftDriver()
+            # already has its receiver; the streams' groups then send through the routes. A
+            # core NATS cluster has no Raft: its routes carry interest and messages, and the
+            # HELLO refuses a JetStream peer (whose meta group would count this node).
+            raft = RaftDriver() if opts.jetstream else None
             self.routes = RouteManager(
                 self.name,
                 opts.cluster_name,
@@ -148,17 +147,19 @@ class Server:
                 tls=opts.route_tls,
                 raft=raft,
                 server_id=self.server_id,
+                jetstream=opts.jetstream,
             )
-            authority = MetaStreams(
-                self.router,
-                opts.store_dir,
-                self.name,
-                self.routes,
-                opts.cluster_name,
-                raft,
-                batches,
-                apply_log=ApplyLog(opts.apply_log, self.name) if opts.apply_log else None,
-            )
+            if raft is not None:
+                authority = MetaStreams(
+                    self.router,
+                    opts.store_dir,
+                    self.name,
+                    self.routes,
+                    opts.cluster_name,
+                    raft,
+                    batches,
+                    apply_log=ApplyLog(opts.apply_log, self.name) if opts.apply_log else None,
+                )
         elif opts.jetstream:
             authority = LocalStreams(self.router, opts.store_dir, self.name, batches)
         # None without JetStream: every $JS.API request then finds no responders
@@ -187,6 +188,9 @@ class Server:
         self.https_monitor: MonitorServer | None = None
 
     def info(self, cid: int) -> dict[str, Any]:
+        host, port = self.opts.host, self.port
+        if self.opts.client_advertise:  # nats-server setInfoHostPort
+            host, port = split_advertise(self.opts.client_advertise, self.port)
         info: dict[str, Any] = {
             "server_id": self.server_id,
             "server_name": self.name,
@@ -194,8 +198,8 @@ class Server:
             "proto": PROTO,
             "git_commit": GIT_COMMIT,
             "go": GO_VERSION,
-            "host": self.opts.host,
-            "port": self.port,
+            "host": host,
+            "port": port,
             "headers": True,
             "max_payload": self.opts.max_payload,
         }
@@ -219,6 +223,8 @@ class Server:
         routes = self.routes
         if routes is None or self.opts.no_advertise:
             return []
+        if not routes.peer_client_urls:
+            return []  # nats-server lists none until a peer's route is up
         urls = list(self._own_client_urls) if own else []
         for peer in sorted(routes.peer_client_urls):
             urls += [u for u in routes.peer_client_urls[peer] if u not in urls]
@@ -226,9 +232,9 @@ class Server:
 
     def _client_urls_changed(self) -> None:
         """A peer's route came or went: clients that take async INFO hear the new list."""
-        if self.opts.no_advertise or self._lame_duck is not None:
+        if self.opts.no_advertise:
             return
-        urls = self.connect_urls()
+        urls = self.connect_urls(own=self._lame_duck is None)  # a lame duck: only the others
         for conn in list(self._conns.values()):
             conn.update_info(connect_urls=urls)
 
@@ -350,7 +356,8 @@ class Server:
         self._stopped.set()
 
     def _on_sigterm(self) -> None:
-        if self._lame_duck is None:  # nats-server: a lame duck finishes its own way
+        lame_duck = self._lame_duck
+        if lame_duck is None or lame_duck.done():  # nats-server: a lame duck ends its own way
             self.request_stop()
 
     async def serve_until_stopped(self) -> None:
@@ -372,15 +379,31 @@ class Server:
         self._lame_duck = asyncio.get_running_loop().create_task(self._run_lame_duck())
 
     async def _run_lame_duck(self) -> None:
+        """Whatever happens in it, the lame duck ends in the shutdown: its listener is closed and
+        SIGTERM no longer stops it."""
+        try:
+            await self._lame_duck_steps()
+        except Exception:
+            log.exception("lame duck mode failed; shutting down now")
+        finally:
+            self.request_stop()
+
+    async def _lame_duck_steps(self) -> None:
         log.info("Entering lame duck mode, stop accepting new clients")
         assert self._listener is not None
         self._listener.close()
-        handed = self.jetstream.authority.hand_off_leaderships() if self.jetstream else 0
+        if self.routes is not None:
+            self.routes.enter_lame_duck()  # the peers stop advertising this node's client URLs
+        handed = 0
+        if self.jetstream is not None:
+            try:
+                handed = self.jetstream.authority.hand_off_leaderships()
+            except Exception:  # the clients are still to be told and closed one by one
+                log.exception("lame duck: handing leaderships on failed")
         if handed and await self._stop_within(LEADER_HANDOFF_WAIT_S):
             return
         clients = list(self._conns.values())
         if not clients:
-            self.request_stop()
             return
         others = self.connect_urls(own=False)  # where the clients can go (nats-server too)
         for conn in clients:
@@ -394,7 +417,6 @@ class Server:
             conn.close()
             if pause and await self._stop_within(pause):
                 return
-        self.request_stop()
 
     async def _stop_within(self, seconds: float) -> bool:
         """Wait ``seconds``; True when a stop was asked for meanwhile."""

@@ -22,6 +22,8 @@ Frame bodies by kind:
   subscribers see that subject instead of the one matched (a consumer's delivery).
 * ``CATCHUP`` ``[group, transfer_id, part, data]`` — state transfer between the replicas of one
   Raft group (checked by protocol/raft_messages.py ``validate_catchup_message``).
+* ``LAME_DUCK`` ``None`` — the sender entered lame duck mode: the receiver stops telling its
+  clients the sender's client URLs and places no new stream on it.
 
 Must never: execute anything from a frame, or accept a frame over ``FRAME_BYTES_MAX``.
 """
@@ -47,6 +49,7 @@ class FrameKind(IntEnum):
     UNSUB = 4
     MSG = 5
     CATCHUP = 6
+    LAME_DUCK = 7
 
 
 # kind byte -> FrameKind, looked up per frame (calling the IntEnum to convert is an interpreted

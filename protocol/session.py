@@ -457,6 +457,8 @@ class ClientSession:
         info = dict(self._info)
         info.pop("nonce", None)
         info.update(changes)
+        if not info.get("connect_urls", True):
+            del info["connect_urls"]  # an empty list is left out, as Go's omitempty does
         return encode_info(order_info(info))
 
     def forget_subscription(self, sid: str) -> None:

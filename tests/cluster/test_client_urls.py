@@ -19,6 +19,7 @@ from cluster.client_urls import (
     parse_advertise,
     peer_client_urls,
 )
+from cluster.server import Server, ServerOptions
 
 
 @pytest.mark.parametrize(
@@ -30,13 +31,18 @@ from cluster.client_urls import (
         ("[fd00::5]", "[fd00::5]:4222"),
         ("[fd00::5]:5222", "[fd00::5]:5222"),
         ("fd00::5", "[fd00::5]:4222"),  # a bare IPv6 literal: no port in it
+        ("host:0", "host:4222"),  # 0 and -1 are the client port, as in nats-server
+        ("host:-1", "host:4222"),
     ],
 )
 def test_client_advertise_is_host_with_an_optional_port(text: str, url: str) -> None:
     assert parse_advertise(text, 4222) == url
 
 
-@pytest.mark.parametrize("text", ["", "host:", "host:0", "host:70000", "[fd00::5", "[::1]x", "a b"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "host:70000", "host:x", "[fd00::5", "[::1]x", "[v4]:1", "a b", "nats://h:4222", "h" * 300],
+)
 def test_a_bad_client_advertise_is_refused(text: str) -> None:
     with pytest.raises(ClientAdvertiseError):
         parse_advertise(text, 4222)
@@ -80,3 +86,12 @@ def test_a_peers_list_is_taken_only_in_its_expected_shape(value: Any) -> None:
     for url in taken:
         assert 0 < len(url) <= CLIENT_URL_BYTES_MAX
         assert url.isprintable() and not any(c.isspace() for c in url)
+
+
+def test_client_advertise_is_the_host_and_port_in_the_info() -> None:
+    opts = ServerOptions(jetstream=False, port=4222, client_advertise="nats.example.com:5222")
+    info = Server(opts).info(7)
+    assert (info["host"], info["port"]) == ("nats.example.com", 5222)
+    assert "connect_urls" not in info  # a single server has no cluster to list
+    plain = Server(ServerOptions(jetstream=False, port=4222)).info(7)
+    assert (plain["host"], plain["port"]) == ("127.0.0.1", 4222)

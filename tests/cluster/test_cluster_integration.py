@@ -296,6 +296,15 @@ async def test_killed_leader_is_replaced_without_losing_acked_publishes_and_catc
 async def test_a_client_given_one_node_learns_every_node(jetraft_cluster: JetraftCluster) -> None:
     cluster = jetraft_cluster
     every = sorted(f"127.0.0.1:{node.port}" for node in cluster.nodes)
+
+    def complete() -> bool:  # every route up both ways, as the nodes see it
+        for node in cluster.nodes:
+            status, varz = http_get_json(node.http_port, "/varz")
+            if status != HTTP_OK or sorted(varz.get("connect_urls", [])) != every:
+                return False
+        return True
+
+    await _until(cluster, complete, CONVERGE_TIMEOUT_S, "every node lists every client URL")
     for i in range(len(cluster.nodes)):
         async with _clients([cluster.urls[i]]) as (nc,):
             known = sorted(f"{u.hostname}:{u.port}" for u in nc.servers)
@@ -328,7 +337,7 @@ async def test_a_lame_duck_stream_leader_hands_on_and_exits_without_losing_a_pub
         # handed on, not lost: a survivor leads while the lame duck still runs
         new = await _until(
             cluster,
-            lambda: (index,) if (index := leader_index(cluster, stream, survivors)) else None,
+            lambda: None if (i := leader_index(cluster, stream, survivors)) is None else (i,),
             FAILOVER_TIMEOUT_S,
             "a survivor leads the stream",
         )

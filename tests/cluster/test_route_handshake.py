@@ -358,3 +358,56 @@ async def test_a_hello_with_bad_client_urls_closes_the_link(urls: Any) -> None:
     link.data_received(_hello(client_urls=urls, **GOOD))
     assert transport.is_closing() and link.peer is None
     assert mgr.peer_client_urls == {} and changes == []
+
+
+@pytest.mark.parametrize(("ours", "theirs"), [(True, False), (False, True), (True, 1)])
+async def test_a_peer_of_the_other_kind_jetstream_or_core_is_closed(
+    ours: bool, theirs: Any
+) -> None:
+    mgr, _ = _manager()
+    mgr.jetstream = ours
+    link, transport = _accepted(mgr)
+    link.data_received(_hello(js=theirs, **GOOD))
+    assert transport.closed and link.peer is None and mgr.inbound("n1") is None
+
+
+async def test_a_stranger_knocking_wakes_the_dialers_at_most_every_quarter_second() -> None:
+    mgr, _ = _manager()
+    woken = mgr._dial_wake
+    link, _transport = _accepted(mgr)
+    link.data_received(_hello("n2", **GOOD))  # authenticated, not resolved by a dial yet
+    assert woken.is_set()
+    again = mgr._dial_wake
+    link, _transport = _accepted(mgr)
+    link.data_received(_hello("n2", **GOOD))
+    assert not again.is_set()  # rate-limited
+    assert await mgr._backoff(0.01) is False  # a plain backoff runs to its end
+
+
+async def test_a_lame_duck_tells_its_peers_which_stop_advertising_it() -> None:
+    mgr, _ = _manager()
+    urls: list[dict[str, list[str]]] = []
+    mgr.client_urls_changed.append(lambda: urls.append(dict(mgr.peer_client_urls)))
+    link, _transport = _accepted(mgr)
+    link.data_received(_hello(client_urls=["10.0.0.2:4222"], **GOOD))
+    link.data_received(encode_frame(FrameKind.LAME_DUCK, None))
+    assert mgr.lame_duck_peers == {"n1"} and urls == [{"n1": ["10.0.0.2:4222"]}, {}]
+    assert link.peer == "n1"  # still a peer: it leaves at its own pace
+    # its restart (a new link) is a new start
+    again, _ = _accepted(mgr)
+    again.data_received(_hello(client_urls=["10.0.0.2:4222"], **GOOD))
+    assert mgr.lame_duck_peers == set() and mgr.peer_client_urls == {"n1": ["10.0.0.2:4222"]}
+
+
+async def test_entering_lame_duck_mode_tells_every_peer_and_names_no_url_from_then() -> None:
+    mgr, _ = _manager()
+    mgr.client_urls = ["127.0.0.1:4222"]
+    dialed = _Link(mgr, dialed=True, url=PEER_URL)
+    transport = FakeTransport()
+    dialed.connection_made(cast(asyncio.Transport, transport))
+    mgr._out["n1"] = dialed
+    mgr.enter_lame_duck()
+    mgr.flush()
+    assert mgr.lame_duck and mgr.client_urls == []
+    assert (FrameKind.LAME_DUCK, None) in transport.frames()
+    assert "client_urls" not in mgr.hello_body(PEER_URL)

@@ -7,8 +7,6 @@ JetStream is jetraft's own refusal."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,7 +22,6 @@ from tests.servers import NATS_SERVER_BIN, ServerProc, free_port, http_get_json,
 pytestmark = pytest.mark.integration
 
 REQUEST_TIMEOUT_S = 2.0
-REFUSAL_TIMEOUT_S = 60.0
 JS_API_REQUESTS = (
     ("$JS.API.INFO", b""),
     ("$JS.API.STREAM.CREATE.X", b'{"name":"X","subjects":["x.>"]}'),
@@ -160,24 +157,16 @@ def _cluster_flags() -> list[str]:
     return ["-n", "n1", "--cluster_name", "c", "--cluster", url, "--routes", url]
 
 
-def test_a_cluster_node_needs_jetstream(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match="a cluster node without JetStream is not supported"):
-        cli.server_options(_cluster_flags())
-    with pytest.raises(SystemExit, match="start it with -js or a jetstream block"):
-        cli.server_options([*_cluster_flags(), *_config(tmp_path, "jetstream: false\n")])
-    assert cli.server_options(["-js", *_cluster_flags()]).clustered
+def test_a_core_nats_cluster_node_runs_without_jetstream(tmp_path: Path) -> None:
+    flags = _cluster_flags()
+    assert not cli.server_options(flags).jetstream and cli.server_options(flags).clustered
+    off = cli.server_options([*flags, *_config(tmp_path, "jetstream: false\n")])
+    assert off.clustered and not off.jetstream
+    assert cli.server_options(["-js", *flags]).jetstream
 
 
-def test_a_cluster_node_without_jetstream_is_refused_at_start(tmp_path: Path) -> None:
-    argv = ["server", "-a", "127.0.0.1", "-p", "-1", "-sd", str(tmp_path / "s"), *_cluster_flags()]
-    done = subprocess.run(
-        [sys.executable, "-m", "cluster.cli", *argv],
-        capture_output=True,
-        text=True,
-        timeout=REFUSAL_TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode != 0
-    assert cli.ERR_CLUSTER_WITHOUT_JETSTREAM in done.stderr
-    assert "Traceback" not in done.stderr
-    assert not (tmp_path / "s").exists()
+def test_a_jetstream_cluster_node_needs_a_name_a_core_one_does_not() -> None:
+    flags = [f for f in _cluster_flags() if f not in ("-n", "n1")]
+    assert cli.server_options(flags).server_name == ""  # the server id stands in
+    with pytest.raises(SystemExit, match="a JetStream cluster node needs a server name"):
+        cli.server_options(["-js", *flags])

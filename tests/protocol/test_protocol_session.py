@@ -271,3 +271,12 @@ def test_an_async_info_goes_only_to_clients_past_their_first_pong_on_protocol_1(
 def test_no_async_info_on_a_closed_session() -> None:
     session = _session_after(b'CONNECT {"protocol":1}\r\nPING\r\nSUB a\r\n')  # SUB lacks a sid
     assert session.closed and session.async_info(ldm=True) is None
+
+
+def test_an_empty_connect_urls_list_is_left_out_of_an_async_info() -> None:
+    session = _session_after(b'CONNECT {"protocol":1}\r\nPING\r\n')
+    session.update_info(connect_urls=["127.0.0.1:4222", "127.0.0.1:4223"])
+    listed = session.async_info()
+    assert listed is not None and json.loads(listed[5:-3])["connect_urls"][1] == "127.0.0.1:4223"
+    line = session.async_info(ldm=True, connect_urls=[])
+    assert line is not None and "connect_urls" not in json.loads(line[5:-3])
