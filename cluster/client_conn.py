@@ -584,16 +584,17 @@ class ClientConnection(asyncio.Protocol):
     def send_lame_duck_info(self, connect_urls: list[str]) -> None:
         """Tell the client this server is leaving (``"ldm": true``) and where the others are,
         if it takes async INFO."""
-        info = self.session.async_info(ldm=True, connect_urls=connect_urls)
-        if info is not None:
-            self.send_raw(info)
+        self._send_async_info(ldm=True, connect_urls=connect_urls)
 
     def update_info(self, **changes: Any) -> None:
         """Change this connection's INFO (what a later connect_info INFO carries) and tell the
         client now, if it takes async INFO."""
         self._info = ps.order_info({**self._info, **changes})
         self.session.update_info(**changes)
-        info = self.session.async_info()
+        self._send_async_info()
+
+    def _send_async_info(self, **changes: Any) -> None:
+        info = self.session.async_info(**changes)
         if info is not None:
             self.send_raw(info)
 

@@ -208,9 +208,7 @@ class Server:
         info.update(client_id=cid, client_ip="", api_lvl=SERVER_API_LEVEL, xkey=self.xkey)
         if self.opts.clustered:
             info["cluster"] = self.opts.cluster_name
-            urls = self.connect_urls()
-            if urls:
-                info["connect_urls"] = urls
+            info["connect_urls"] = self.connect_urls()  # order_info leaves an empty one out
         if self.opts.tls is not None:  # sent in the clear; the client upgrades after reading it
             info["tls_required"] = True
             if self.opts.tls.verify:
@@ -367,10 +365,6 @@ class Server:
         loop.add_signal_handler(signal.SIGUSR2, self.enter_lame_duck)
         await self._stopped.wait()
         await self.shutdown()
-
-    @property
-    def lame_duck(self) -> bool:
-        return self._lame_duck is not None
 
     def enter_lame_duck(self) -> None:
         """Lame duck mode (cluster/lame_duck.py); once, and not while shutting down."""

@@ -288,10 +288,11 @@ def _sub_violation(subject: str, queue: str | None) -> str:
 
 
 def order_info(info: dict[str, Any]) -> dict[str, Any]:
-    """Reorder INFO keys as Go marshals the Info struct; unknown keys go last, in order."""
+    """Reorder INFO keys as Go marshals the Info struct; unknown keys go last, in order. An
+    empty ``connect_urls`` is left out, as its ``omitempty`` tag does."""
     end = len(INFO_KEY_ORDER)
     keys = sorted(info, key=lambda k: _INFO_KEY_RANK.get(k, end))
-    return {k: info[k] for k in keys}
+    return {k: info[k] for k in keys if k != "connect_urls" or info[k]}
 
 
 class _BadOption(ValueError):
@@ -457,8 +458,6 @@ class ClientSession:
         info = dict(self._info)
         info.pop("nonce", None)
         info.update(changes)
-        if not info.get("connect_urls", True):
-            del info["connect_urls"]  # an empty list is left out, as Go's omitempty does
         return encode_info(order_info(info))
 
     def forget_subscription(self, sid: str) -> None:

@@ -280,3 +280,13 @@ def test_an_empty_connect_urls_list_is_left_out_of_an_async_info() -> None:
     assert listed is not None and json.loads(listed[5:-3])["connect_urls"][1] == "127.0.0.1:4223"
     line = session.async_info(ldm=True, connect_urls=[])
     assert line is not None and "connect_urls" not in json.loads(line[5:-3])
+
+
+def test_an_empty_connect_urls_list_is_left_out_of_the_connect_info_too() -> None:
+    session = _session_after(b'CONNECT {"protocol":1}\r\n')
+    session.update_info(connect_urls=[])  # the last peer left before this client's first PING
+    session.receive_data(b"PING\r\n")
+    out = b""
+    while (action := session.next_action()) is not None:
+        out += getattr(action, "data", b"")
+    assert b'"connect_info":true' in out and b"connect_urls" not in out
