@@ -11,11 +11,12 @@ import contextlib
 import gc
 import json
 import logging
+import os
 import sys
 from importlib.metadata import PackageNotFoundError, entry_points
 from importlib.metadata import version as package_version
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from cluster import sync_ledger
 from cluster.apply_log import DEFAULT_NAME as DEFAULT_APPLY_LOG
@@ -594,7 +595,21 @@ def main(argv: list[str] | None = None) -> int:
             uvloop.run(_serve(opts))
         except ImportError:  # pragma: no cover - uvloop is a pinned dependency
             asyncio.run(_serve(opts))
+        _exit_served()
     return 0
+
+
+def _exit_served() -> NoReturn:
+    """End a server that shut down cleanly without the interpreter's teardown.
+
+    By now the stores are closed, the loop's executor joined and the clients' connections
+    closed last. Freeing every module and joining idle threads took another 10-15 ms, and a
+    client that reconnects elsewhere at once (nats-py's cluster tests do) could still find this
+    process alive; nats-server exits right after it closes its clients."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import ssl
 import time
 from collections.abc import Callable
@@ -44,6 +46,7 @@ WRITE_DEADLINE_S = 10.0  # nats-server DEFAULT_FLUSH_DEADLINE
 # client while the rest is still being built, and the client answers sooner.
 OUT_FLUSH_BYTES = 64 * 1024
 TLS_TIMEOUT_S = 2.0  # nats-server TLS_TIMEOUT
+TLS_FIRST_PEEK_INTERVAL_S = 0.005  # how often handshake_first's fallback looks for a ClientHello
 ERR_STALE_CONNECTION = "Stale Connection"
 # CPython 3.11 specializes attribute access on an object only while its __dict__ fits the
 # class's shared keys: a 30th instance attribute on ClientConnection made send_raw, run for every
@@ -133,16 +136,49 @@ class _Stall:
         self.writes = 0
 
 
+def _peek_has_bytes(wire: asyncio.Transport) -> bool:
+    """Whether the client sent anything (or is gone), looked at through a duplicate of its
+    socket with MSG_PEEK, so that the bytes stay queued for the TLS handshake."""
+    sock = wire.get_extra_info("socket")
+    if sock is None:
+        return True  # cannot look: handshake, as for a client that spoke (a failure closes it)
+    with socket.socket(fileno=os.dup(sock.fileno())) as raw:
+        try:
+            raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return True  # reset: the handshake fails and closes the connection
+    return True
+
+
 class _TLS:
     """Client TLS: the context, the handshake timeout and task, and the socket's own transport
     beneath the TLS one, which holds the encrypted bytes not yet sent (the TLS transport does not
     count them)."""
 
-    __slots__ = ("context", "handshake", "timeout_s", "wire")
+    __slots__ = (
+        "context",
+        "early",
+        "fallback_at",
+        "fallback_s",
+        "first",
+        "handshake",
+        "timeout_s",
+        "wire",
+    )
 
-    def __init__(self, context: ssl.SSLContext, timeout_s: float) -> None:
+    def __init__(
+        self, context: ssl.SSLContext, timeout_s: float, first: bool, fallback_s: float
+    ) -> None:
         self.context = context
         self.timeout_s = timeout_s
+        # handshake_first: the client starts TLS before the INFO, which then goes out encrypted;
+        # with a fallback delay, a client silent for that long gets the INFO in the clear
+        self.first = first
+        self.fallback_s = fallback_s
+        self.fallback_at = 0.0
+        self.early = b""  # handshake bytes read before reading could be paused
         self.wire: asyncio.Transport | None = None
         self.handshake: asyncio.Task[None] | None = None
 
@@ -172,13 +208,15 @@ class ClientConnection(asyncio.Protocol):
         write_deadline_s: float = WRITE_DEADLINE_S,
         tls: ssl.SSLContext | None = None,
         tls_timeout_s: float = TLS_TIMEOUT_S,
+        tls_first: bool = False,
+        tls_first_fallback_s: float = 0.0,
         on_stale_connection: Callable[[], None] | None = None,
     ) -> None:
         self._limits = _SendLimits(
             max_pending, write_deadline_s, on_slow_consumer, on_stale_connection
         )
         if tls is not None:
-            self._tls = _TLS(tls, tls_timeout_s)
+            self._tls = _TLS(tls, tls_timeout_s, tls_first, tls_first_fallback_s)
         self._peer = ""
         # What _out may hold before the exact check (which asks the transports) runs: the limit
         # less what the transports held at the last flush. They only drain in between, so this
@@ -229,7 +267,7 @@ class ClientConnection(asyncio.Protocol):
             # INFO, must reach start_tls and not this plain protocol.
             self._tls.wire = self.transport
             self.transport = None
-            asyncio.get_running_loop().call_soon(self._send_info_then_tls)
+            asyncio.get_running_loop().call_soon(self._begin_tls)
             return
         self.send_raw(self.session.initial_bytes())
         self._established()
@@ -246,17 +284,56 @@ class ClientConnection(asyncio.Protocol):
             min(FIRST_PING_INTERVAL_S, self.ping_interval_s), self._ping
         )
 
-    def _send_info_then_tls(self) -> None:
+    def _begin_tls(self) -> None:
         tls = self._tls
         wire = None if tls is None else tls.wire
         if self._closed or tls is None or wire is None or wire.is_closing():
             return
+        if tls.handshake is not None:  # begun by a ClientHello that came at once
+            return
         wire.pause_reading()  # start_tls resumes it with its own protocol in place
-        wire.write(self.session.initial_bytes())
+        if not tls.first:
+            wire.write(self.session.initial_bytes())
+            self._handshake(tls, wire)
+        elif tls.fallback_s <= 0:
+            self._handshake(tls, wire)  # the INFO follows, encrypted
+        else:
+            tls.fallback_at = asyncio.get_running_loop().time() + tls.fallback_s
+            self._tls_first_or_fallback()
+
+    def _tls_first_or_fallback(self) -> None:
+        """handshake_first with a fallback delay: any byte from the client (its ClientHello)
+        starts the handshake; silence until the delay ends gets the INFO in the clear, after
+        which the client upgrades as usual. Reading is paused, so the bytes wait in the socket
+        for the handshake: they are only peeked at."""
+        tls = self._tls
+        wire = None if tls is None else tls.wire
+        if self._closed or tls is None or wire is None or wire.is_closing():
+            return
+        if tls.handshake is not None:
+            return
+        if _peek_has_bytes(wire):
+            self._handshake(tls, wire)
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() >= tls.fallback_at:
+            tls.first = False
+            wire.write(self.session.initial_bytes())
+            self._handshake(tls, wire)
+            return
+        wait = min(TLS_FIRST_PEEK_INTERVAL_S, max(tls.fallback_at - loop.time(), 0.0))
+        loop.call_later(wait, self._tls_first_or_fallback)
+
+    def _handshake(self, tls: _TLS, wire: asyncio.Transport) -> None:
         tls.handshake = asyncio.get_running_loop().create_task(self._start_tls(tls, wire))
 
     async def _start_tls(self, tls: _TLS, wire: asyncio.Transport) -> None:
         loop = asyncio.get_running_loop()
+        if tls.early:
+            # start_tls puts its TLS protocol in place, then schedules that protocol's
+            # connection_made and the resumed reading: this runs before both, so the bytes
+            # already read reach the handshake first and in order
+            loop.call_soon(self._feed_early, tls, wire)
         try:
             # a timeout ends in ConnectionAbortedError; plain protocol bytes in ssl.SSLError
             upgraded = await loop.start_tls(
@@ -280,9 +357,26 @@ class ClientConnection(asyncio.Protocol):
             return
         self.transport = upgraded
         log.debug("%s - cid:%d - TLS handshake complete", self._peer, self.cid)
+        if tls.first:
+            self.send_raw(self.session.initial_bytes())
         self._established()
         if self._out:  # answers to what arrived with the handshake's last flight
             self._flush()
+
+    def _feed_early(self, tls: _TLS, wire: asyncio.Transport) -> None:
+        data, tls.early = tls.early, b""
+        log.debug("%s - cid:%d - TLS handshake begun early: %d B", self._peer, self.cid, len(data))
+        proto = wire.get_protocol()
+        if proto is self or not hasattr(proto, "buffer_updated"):
+            wire.abort()  # no TLS protocol to hand them to: the handshake cannot succeed
+            return
+        buffered = cast(asyncio.BufferedProtocol, proto)
+        while data:
+            buf = memoryview(buffered.get_buffer(len(data)))
+            n = min(len(buf), len(data))
+            buf[:n] = data[:n]
+            buffered.buffer_updated(n)
+            data = data[n:]
 
     def require_auth(self, cfg: ClientAuthConfig) -> None:
         """Clients must log in: INFO says ``auth_required`` (and carries a fresh ``nonce`` when
@@ -353,6 +447,13 @@ class ClientConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
+            return
+        tls = self._tls
+        if self.transport is None and tls is not None and tls.first and tls.handshake is None:
+            if tls.wire is not None:  # a ClientHello read before reading could be paused
+                tls.early += data
+                tls.wire.pause_reading()
+                self._handshake(tls, tls.wire)
             return
         if self.transport is None and self._tls is not None and self._tls.handshake is None:
             # Bytes before the INFO on a TLS port (a client that handshakes first, or plain

@@ -74,7 +74,7 @@ CLIENT_AUTHORIZATION: dict[str, Any] = {
     "auth_callout": Unsupported("auth callout is not built"),
 }
 
-TLS: dict[str, Any] = {
+_TLS_COMMON: dict[str, Any] = {
     "cert_file": None,
     "key_file": None,
     "ca_file": None,
@@ -82,7 +82,10 @@ TLS: dict[str, Any] = {
     "timeout": None,
 }
 
-ROUTE_TLS: dict[str, Any] = {**TLS, "insecure": None}
+# clients may handshake before the INFO (cluster/security_config.py _handshake_first)
+TLS: dict[str, Any] = {**_TLS_COMMON, "handshake_first": None, "first": None, "immediate": None}
+
+ROUTE_TLS: dict[str, Any] = {**_TLS_COMMON, "insecure": None}
 
 ROUTE_AUTHORIZATION: dict[str, Any] = {
     "user": None,

@@ -74,6 +74,7 @@ log = logging.getLogger("jetraft.routes")
 RECONNECT_DELAY_MIN_S = 0.05
 RECONNECT_DELAY_MAX_S = 1.0
 DIAL_WAKE_INTERVAL_S = 0.25  # a stranger knocking cannot make us dial more often than this
+QUICK_REDIAL_LIFETIME_S = 1.0  # a link up this long may be redialed at once again when it drops
 HELLO_TIMEOUT_S = 5.0
 LISTEN_BACKLOG = 100  # asyncio's create_server default
 ACCEPT_RETRY_DELAY_S = 0.1
@@ -196,6 +197,7 @@ class _Link(asyncio.Protocol):
         self.url = url
         self.peer: str | None = None
         self.client_urls: list[str] = []  # an accepted peer's, from its HELLO
+        self.lame_duck = False  # an accepted peer's HELLO said it is leaving
         self.transport: asyncio.Transport | None = None
         # an accepted connection is read a HELLO at a time until it authenticated
         self.reader = FrameReader(FRAME_BYTES_MAX if dialed else HELLO_BYTES_MAX)
@@ -404,6 +406,7 @@ class _Link(asyncio.Protocol):
             quiet = name in self.mgr.refused_names or name == self.mgr.name
             level = logging.DEBUG if quiet else logging.WARNING
             self.mgr.refused_names.add(name)
+            self.mgr.told_while_refusing.add(name)  # our HELLO went first: it knows us now
             if name != self.mgr.name:
                 self.mgr.wake_dialers()
             log.log(
@@ -418,7 +421,11 @@ class _Link(asyncio.Protocol):
         urls = peer_client_urls(body.get("client_urls", []))
         if urls is None:
             raise FrameError("HELLO with bad client_urls")
+        lame_duck = body.get("ldm", False)
+        if type(lame_duck) is not bool:
+            raise FrameError("HELLO with bad ldm")
         self.client_urls = urls
+        self.lame_duck = lame_duck
         self.peer = name
         self.reader.frame_bytes_max = FRAME_BYTES_MAX
         self.mgr.inbound_up(self)
@@ -493,6 +500,9 @@ class RouteManager:
         self._accepting: list[asyncio.Task[None]] = []
         self._handshakes: set[asyncio.Task[None]] = set()
         self.refused_names: set[str] = set()
+        # peers refused (before we resolved them) since our last dial to them: they read our
+        # HELLO first, so they accept our next dial
+        self.told_while_refusing: set[str] = set()
         # route URL -> the last dial failure logged, so a peer that stays down is logged once
         self._dial_problem: dict[str, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -515,6 +525,8 @@ class RouteManager:
             body["js"] = False
         if self.client_urls:
             body["client_urls"] = self.client_urls
+        if self.lame_duck:  # a link that reconnects during lame duck mode still says so
+            body["ldm"] = True
         if url:  # dialing: present the URL's credentials, else this node's own (nats-server)
             user, password = route_url_credentials(url)
             if user:
@@ -702,6 +714,7 @@ class RouteManager:
                 "server_hostname": host,
                 "ssl_handshake_timeout": self.tls.timeout_s,
             }
+        quick_redial = True
         while not self._closing:
             link = _Link(self, dialed=True, url=url)
             try:
@@ -727,10 +740,21 @@ class RouteManager:
                 return
             delay = RECONNECT_DELAY_MIN_S
             self._outbound_up(peer, link)
+            up_at = time.monotonic()
             await link.closed
             self._outbound_down(peer, link)
-            if not self._closing:
-                await asyncio.sleep(RECONNECT_DELAY_MIN_S)
+            if self._closing:
+                break
+            # a peer that closed us at once had not resolved us yet. Once it dialed us, or
+            # read our HELLO while we refused its dial, it accepts ours: redial at once (once
+            # in a row, so a peer that keeps closing us is dialed at the usual pace);
+            # otherwise its dial to us wakes this loop (inbound_up)
+            told = peer in self.told_while_refusing
+            self.told_while_refusing.discard(peer)
+            quick = quick_redial and (told or self.inbound(peer) is not None)
+            quick_redial = not quick or time.monotonic() - up_at >= QUICK_REDIAL_LIFETIME_S
+            if not quick:
+                await self._backoff(RECONNECT_DELAY_MIN_S)
 
     async def _backoff(self, seconds: float) -> bool:
         """Sleep before the next dial; True when ``wake_dialers`` cut it short."""
@@ -739,14 +763,16 @@ class RouteManager:
             await asyncio.wait_for(woken.wait(), seconds)
         return woken.is_set()
 
-    def wake_dialers(self) -> None:
+    def wake_dialers(self, *, configured_peer: bool = False) -> None:
         """A node we have not resolved knocked (a peer that just started): dial the unresolved
         route URLs now rather than at the end of their backoff, at most every
-        ``DIAL_WAKE_INTERVAL_S``, so that the new peer is let in within a round trip."""
+        ``DIAL_WAKE_INTERVAL_S``, so that the new peer is let in within a round trip. A
+        configured peer's accepted link wakes them at once (it is authenticated and known)."""
         now = time.monotonic()
-        if now - self._dial_woken_at < DIAL_WAKE_INTERVAL_S:
-            return
-        self._dial_woken_at = now
+        if not configured_peer:
+            if now - self._dial_woken_at < DIAL_WAKE_INTERVAL_S:
+                return
+            self._dial_woken_at = now
         self._dial_wake.set()
         self._dial_wake = asyncio.Event()
 
@@ -776,6 +802,8 @@ class RouteManager:
             old.close()
         self._out[peer] = link
         self.known_peers.add(peer)
+        if self.lame_duck:  # its HELLO may have left before this node entered lame duck mode
+            link.send(FrameKind.LAME_DUCK, None)
         for subject, queue, count, exclude in self.router.local_interest():
             link.send(FrameKind.SUB, [subject, queue, count, _wire_excluded(exclude)])
         log.info("route to %s is up", peer)
@@ -799,8 +827,13 @@ class RouteManager:
         self._in[link.peer] = link
         if old is not None:
             old.close()
-        self.lame_duck_peers.discard(link.peer)  # a new link is a new start (or a lame duck's
-        self._set_peer_client_urls(link.peer, link.client_urls)  # reconnect: no URLs then)
+        if link.peer not in self._out:  # it accepts our dial now (see _dial_forever)
+            self.wake_dialers(configured_peer=True)
+        if link.lame_duck:  # a lame duck's reconnect (its HELLO names no client URL either)
+            self.lame_duck_peers.add(link.peer)
+        else:  # a new link is a new start
+            self.lame_duck_peers.discard(link.peer)
+        self._set_peer_client_urls(link.peer, link.client_urls)
 
     def inbound_down(self, link: _Link) -> None:
         assert link.peer is not None

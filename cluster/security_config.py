@@ -28,6 +28,9 @@ from protocol.subjects import is_valid_subject
 from protocol.timefmt import parse_go_duration
 
 TLS_TIMEOUT_S = 2.0  # nats-server TLS_TIMEOUT: the handshake must finish this soon
+# nats-server DEFAULT_TLS_HANDSHAKE_FIRST_FALLBACK_DELAY: handshake_first "auto" waits this long
+# for a client's first bytes before it sends its INFO in the clear instead
+TLS_HANDSHAKE_FIRST_FALLBACK_S = 0.05
 ROUTE_AUTH_TIMEOUT_S = 2.0  # a route that has not authenticated by then is dropped
 
 
@@ -39,6 +42,10 @@ class TLSConfig:
     verify: bool = False  # require and verify a client (or peer) certificate
     timeout_s: float = TLS_TIMEOUT_S
     insecure: bool = False  # routes only: do not verify the peer's certificate (testing)
+    # clients only: the TLS handshake comes before the INFO; with a fallback, a client silent
+    # that long gets the INFO in the clear and upgrades after it as usual
+    handshake_first: bool = False
+    handshake_first_fallback_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -326,6 +333,7 @@ def tls_from(block: Any, where: ConfMap, key: str = "tls") -> TLSConfig:
             raise _err(block, name, f"{key} {name} must be true or false")
     if verify and not ca:
         raise _err(block, "verify", f"{key} verify needs ca_file to check certificates against")
+    first, fallback_s = _handshake_first(block)
     return TLSConfig(
         cert_file=Path(cert),
         key_file=Path(keyf),
@@ -333,7 +341,39 @@ def tls_from(block: Any, where: ConfMap, key: str = "tls") -> TLSConfig:
         verify=bool(verify),
         timeout_s=_timeout(block, TLS_TIMEOUT_S),
         insecure=bool(insecure),
+        handshake_first=first,
+        handshake_first_fallback_s=fallback_s,
     )
+
+
+HANDSHAKE_FIRST_KEYS = ("handshake_first", "first", "immediate")  # nats-server's three names
+
+
+def _handshake_first(block: ConfMap) -> tuple[bool, float]:
+    """``handshake_first``: a boolean, or a string as nats-server reads it ("true"/"on",
+    "false"/"off", "auto"/"auto_fallback" for the default fallback delay, or a Go duration for
+    that delay)."""
+    key = next((k for k in block if k.lower() in HANDSHAKE_FIRST_KEYS), None)
+    if key is None:
+        return False, 0.0
+    value = block[key]
+    if isinstance(value, bool):
+        return value, 0.0
+    if not isinstance(value, str):
+        kind = {int: "int64", float: "float64"}.get(type(value), type(value).__name__)
+        raise _err(block, key, f'field "{key}" should be a boolean or a string, got {kind}')
+    word = value.lower()
+    if word in ("true", "on"):
+        return True, 0.0
+    if word in ("false", "off"):
+        return False, 0.0
+    if word in ("auto", "auto_fallback"):
+        return True, TLS_HANDSHAKE_FIRST_FALLBACK_S
+    try:
+        delay_ns = parse_go_duration(value)
+    except ValueError:
+        raise _err(block, key, f'field "{key}"\'s value "{value}" is invalid') from None
+    return True, max(delay_ns, 0) / 1e9
 
 
 def server_ssl_context(tls: TLSConfig, *, verify_clients: bool | None = None) -> ssl.SSLContext:

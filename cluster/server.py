@@ -253,6 +253,8 @@ class Server:
             write_deadline_s=opts.write_deadline_s,
             tls=self._client_tls,
             tls_timeout_s=opts.tls.timeout_s if opts.tls is not None else 0.0,
+            tls_first=opts.tls is not None and opts.tls.handshake_first,
+            tls_first_fallback_s=opts.tls.handshake_first_fallback_s if opts.tls else 0.0,
             on_stale_connection=self.counters.count_stale_connection,
         )
         if opts.client_auth.enabled:
@@ -346,6 +348,10 @@ class Server:
         log.info("Listening for client connections on %s:%d", self.opts.host, self.port)
         if self.opts.tls is not None:
             log.info("TLS required for client connections")
+            if self.opts.tls.handshake_first and not self.opts.tls.handshake_first_fallback_s:
+                log.warning(
+                    'Clients that are not using "TLS Handshake First" option will fail to connect'
+                )
         compiled, why = native.status()
         log.info("%s: %s", "Compiled modules" if compiled else "Pure Python", why)
         log.info("Server is ready (name=%s, store_dir=%s)", self.name, self.opts.store_dir)
@@ -427,8 +433,6 @@ class Server:
         if self.jetstream is not None:
             # waiting pull requests hear "409 Server Shutdown" while their clients can
             self.jetstream.server_shutdown()
-        for conn in list(self._conns.values()):
-            conn.close()
         self.sys_requests.close()
         if self.jetstream is not None:
             await self.jetstream.close()
@@ -438,6 +442,10 @@ class Server:
             await self.monitor.stop()
         if self.https_monitor is not None:
             await self.https_monitor.stop()
+        # the clients go last, as in nats-server: one that reconnects elsewhere at once finds
+        # this process gone, not still closing its stores
+        for conn in list(self._conns.values()):
+            conn.close()
         if self._listener is not None:
             await asyncio.wait_for(self._listener.wait_closed(), SHUTDOWN_DRAIN_S)
         if self.opts.pid_file is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import ssl
 import urllib.error
 import urllib.request
 from typing import Any
@@ -20,6 +21,8 @@ from typing import Any
 from cluster.ops.process import HOST
 
 PROBE_SOCKET_TIMEOUT_S = 1.0
+# a port silent this long may want the TLS handshake first (tls { handshake_first: true })
+PROBE_PLAIN_WAIT_S = 0.25
 PROBE_READ_BYTES = 65536
 HTTP_TIMEOUT_S = 2.0
 HTTP_OK = 200
@@ -32,8 +35,12 @@ def probe_ready(port: int, timeout_s: float = PROBE_SOCKET_TIMEOUT_S, host: str 
     says TLS or authentication is required, as soon as the INFO arrives)."""
     try:
         with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.settimeout(min(timeout_s, PROBE_PLAIN_WAIT_S))
+            try:
+                buf = _read_until(sock, b"\r\n", b"")
+            except TimeoutError:
+                return _probe_tls_first(sock, timeout_s, host)
             sock.settimeout(timeout_s)
-            buf = _read_until(sock, b"\r\n", b"")
             if not buf.startswith(b"INFO "):
                 return False
             first = buf.split(b"\r\n", 1)[0]
@@ -45,6 +52,20 @@ def probe_ready(port: int, timeout_s: float = PROBE_SOCKET_TIMEOUT_S, host: str 
             rest = buf[buf.index(b"\r\n") + 2 :]
             return b"PONG\r\n" in _read_until(sock, b"PONG\r\n", rest)
     except OSError:
+        return False
+
+
+def _probe_tls_first(sock: socket.socket, timeout_s: float, host: str) -> bool:
+    """A server that sends nothing in the clear is ready when a TLS handshake succeeds and
+    its INFO follows inside (only whether it answers is checked, not its certificate)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        sock.settimeout(timeout_s)
+        with ctx.wrap_socket(sock, server_hostname=host) as tls:
+            return _read_until(tls, b"\r\n", b"").startswith(b"INFO ")
+    except OSError:  # ssl.SSLError included
         return False
 
 

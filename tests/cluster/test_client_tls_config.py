@@ -5,6 +5,7 @@ anything, and http_port next to https_port is refused, as by nats-server."""
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,59 @@ async def test_a_certificate_that_cannot_be_loaded_stops_the_server(tmp_path: Pa
     with pytest.raises(SystemExit, match="tls: cannot load cert_file"):
         await Server(opts).start()
     assert not opts.store_dir.exists()  # nothing was started
+
+
+@pytest.mark.parametrize(
+    ("value", "first", "fallback_s"),
+    [
+        ("true", True, 0.0),
+        ("false", False, 0.0),
+        ('"on"', True, 0.0),
+        ('"OFF"', False, 0.0),
+        ('"auto"', True, 0.05),
+        ('"auto_fallback"', True, 0.05),
+        ('"300ms"', True, 0.3),
+        ('"-1s"', True, 0.0),  # nats-server: a delay that is not positive means no fallback
+    ],
+)
+def test_handshake_first_is_read_as_nats_server_reads_it(
+    tmp_path: Path, value: str, first: bool, fallback_s: float
+) -> None:
+    _ca, cert, key = _certs(tmp_path)
+    for name in ("handshake_first", "first", "immediate"):
+        opts = _options(
+            tmp_path, f'tls {{ cert_file: "{cert}", key_file: "{key}", {name}: {value} }}\n'
+        )
+        assert opts.tls is not None
+        assert (opts.tls.handshake_first, opts.tls.handshake_first_fallback_s) == (
+            first,
+            pytest.approx(fallback_s),
+        )
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ('"soon"', 'field "handshake_first"\'s value "soon" is invalid'),
+        ("5", 'field "handshake_first" should be a boolean or a string, got int64'),
+    ],
+)
+def test_a_bad_handshake_first_is_refused_with_nats_servers_error(
+    tmp_path: Path, value: str, error: str
+) -> None:
+    _ca, cert, key = _certs(tmp_path)
+    with pytest.raises(SystemExit, match=re.escape(error)):
+        _options(
+            tmp_path,
+            f'tls {{ cert_file: "{cert}", key_file: "{key}", handshake_first: {value} }}\n',
+        )
+
+
+def test_handshake_first_is_a_client_setting_not_a_route_one(tmp_path: Path) -> None:
+    _ca, cert, key = _certs(tmp_path)
+    with pytest.raises(SystemExit, match="handshake_first"):
+        _options(
+            tmp_path,
+            'cluster { name: c, listen: "127.0.0.1:-1", '
+            f'tls {{ cert_file: "{cert}", key_file: "{key}", handshake_first: true }} }}\n',
+        )

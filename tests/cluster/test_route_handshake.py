@@ -73,6 +73,9 @@ class FakeRouter:
     def drop_peer(self, peer: str) -> None:
         self.dropped.append(peer)
 
+    def local_interest(self) -> list[tuple[str, str | None, int, Any]]:
+        return []
+
 
 def _manager(auth: RouteAuthConfig | None = AUTH) -> tuple[RouteManager, FakeRouter]:
     router = FakeRouter()
@@ -411,3 +414,57 @@ async def test_entering_lame_duck_mode_tells_every_peer_and_names_no_url_from_th
     assert mgr.lame_duck and mgr.client_urls == []
     assert (FrameKind.LAME_DUCK, None) in transport.frames()
     assert "client_urls" not in mgr.hello_body(PEER_URL)
+
+
+async def test_a_lame_duck_that_reconnects_says_so_in_its_hello() -> None:
+    ours, _ = _manager()
+    ours.client_urls = ["127.0.0.1:4222"]
+    ours.enter_lame_duck()
+    hello = ours.hello_body(PEER_URL)
+    assert hello["ldm"] is True and "client_urls" not in hello
+    mgr, _ = _manager()
+    link, _transport = _accepted(mgr)
+    link.data_received(_hello(client_urls=["10.0.0.2:4222"], **GOOD))
+    assert mgr.lame_duck_peers == set()
+    again, _ = _accepted(mgr)  # the lame duck's link dropped and came back
+    again.data_received(_hello(ldm=True, **GOOD))
+    assert mgr.lame_duck_peers == {"n1"} and mgr.peer_client_urls == {}
+
+
+async def test_a_hello_with_a_bad_ldm_closes_the_link() -> None:
+    mgr, _ = _manager()
+    link, transport = _accepted(mgr)
+    link.data_received(_hello(ldm="yes", **GOOD))
+    assert transport.is_closing() and link.peer is None and mgr.lame_duck_peers == set()
+
+
+async def test_a_route_that_comes_up_during_lame_duck_mode_is_told() -> None:
+    mgr, _ = _manager()
+    mgr.enter_lame_duck()
+    dialed = _Link(mgr, dialed=True, url=PEER_URL)
+    transport = FakeTransport()
+    dialed.connection_made(cast(asyncio.Transport, transport))
+    mgr._outbound_up("n1", dialed)
+    mgr.flush()
+    assert (FrameKind.LAME_DUCK, None) in transport.frames()
+
+
+async def test_a_refused_unresolved_peer_is_remembered_as_told_who_we_are() -> None:
+    mgr, _ = _manager()
+    link, transport = _accepted(mgr)
+    link.data_received(_hello("n2", **GOOD))
+    assert transport.closed and mgr.told_while_refusing == {"n2"}
+    # our HELLO went out before the close: it resolves us, so our next dial to it is let in
+    assert [kind for kind, _ in transport.frames()] == [FrameKind.HELLO]
+
+
+async def test_a_configured_peer_dialing_us_wakes_our_dial_to_it_despite_the_rate_limit() -> None:
+    mgr, _ = _manager()
+    mgr.wake_dialers()  # a stranger's knock just now: the rate limit holds the next one back
+    woken = mgr._dial_wake
+    link, _transport = _accepted(mgr)
+    link.data_received(_hello(**GOOD))  # n1, resolved, and we have no link out to it
+    assert link.peer == "n1" and woken.is_set()
+    again = mgr._dial_wake
+    mgr.wake_dialers()  # the stranger's limit still holds
+    assert not again.is_set()

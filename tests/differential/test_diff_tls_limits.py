@@ -363,3 +363,102 @@ def test_https_port_serves_varz(tmp_path: Path, certs: Certs) -> None:
     for side, body in seen.items():
         assert body["https_port"] == ports[side]
         assert body["tls_required"] is True
+
+
+# --- handshake_first ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tls_first_pair(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[Pair]:
+    conf = tls_conf(certs).replace("tls {", "tls {\n  handshake_first: true", 1)
+    with server_pair(tmp_path_factory.mktemp("tls_first"), lambda _: conf) as pair:
+        yield pair
+
+
+@pytest.fixture(scope="module")
+def tls_auto_pair(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[Pair]:
+    conf = tls_conf(certs).replace("tls {", 'tls {\n  handshake_first: "auto"', 1)
+    with server_pair(tmp_path_factory.mktemp("tls_auto"), lambda _: conf) as pair:
+        yield pair
+
+
+async def _handshake_first_session(port: int, ctx: ssl.SSLContext) -> tuple[Any, list[Any]]:
+    """TLS at once, then the INFO and the protocol inside it."""
+    conn = await RawConn.open(port)
+    await conn.start_tls(ctx)
+    info = masked_info(await conn.read_frame())
+    await conn.send(connect_line(DEFAULT_CONNECT) + b"SUB t 1\r\nPUB t 2\r\nhi\r\nPING\r\n")
+    frames = frames_key(await conn.read_until_pong())
+    await conn.close()
+    return info, frames
+
+
+@pytest.fixture(params=["true", "auto"])
+def handshake_first_pair(request: pytest.FixtureRequest) -> Pair:
+    """Each of the two handshake_first settings: TLS first only, and "auto" (with a fallback)."""
+    name = "tls_first_pair" if request.param == "true" else "tls_auto_pair"
+    pair: Pair = request.getfixturevalue(name)
+    return pair
+
+
+async def test_handshake_first_sends_the_info_inside_tls(
+    handshake_first_pair: Pair, certs: Certs
+) -> None:
+    ctx = certs.client_context(with_cert=False)
+    pair = handshake_first_pair
+    info, frames = same(await both(pair, lambda port: _handshake_first_session(port, ctx)))
+    assert info["tls_required"] is True
+    assert ("MSG", "t", "1", "", b"hi") in frames
+
+
+async def test_handshake_first_gives_a_plain_client_nothing_in_the_clear(
+    tls_first_pair: Pair,
+) -> None:
+    async def plain(port: int) -> tuple[Frame | None, bool]:
+        conn = await RawConn.open(port)
+        first = await conn.read_frame(TLS_TIMEOUT_S + CLOSE_WAIT_S)  # closed at the TLS timeout
+        closed = conn.closed
+        await conn.close()
+        return first, closed
+
+    assert same(await both(tls_first_pair, plain)) == (None, True)
+
+
+async def test_handshake_first_auto_falls_back_to_the_plain_info(
+    tls_auto_pair: Pair, certs: Certs
+) -> None:
+    """A client that waits for the INFO gets it in the clear after the fallback delay, and
+    upgrades after it as usual."""
+    ctx = certs.client_context(with_cert=False)
+
+    async def info_first(port: int) -> tuple[Any, list[Any]]:
+        conn, info = await _tls_raw(port, ctx)
+        await conn.send(connect_line(DEFAULT_CONNECT) + b"PING\r\n")
+        frames = frames_key(await conn.read_until_pong())
+        await conn.close()
+        return masked_info(info), frames
+
+    info, frames = same(await both(tls_auto_pair, info_first))
+    assert info["tls_required"] is True and frames[-1:] == [("PONG", b"PONG")]
+
+
+async def test_nats_py_with_tls_handshake_first(handshake_first_pair: Pair, certs: Certs) -> None:
+    ctx = certs.client_context(with_cert=False)
+    pair = handshake_first_pair
+
+    async def client(port: int) -> bytes:
+        nc = await nats.connect(
+            f"nats://127.0.0.1:{port}",
+            tls=ctx,
+            tls_handshake_first=True,
+            allow_reconnect=False,
+            connect_timeout=5,
+        )
+        try:
+            sub = await nc.subscribe("tls.first")
+            await nc.publish("tls.first", b"handshake first")
+            return (await sub.next_msg(timeout=5)).data
+        finally:
+            await nc.close()
+
+    assert same(await both(pair, client)) == b"handshake first"
