@@ -39,14 +39,30 @@ from cluster.security_config import (
     tls_from,
 )
 from cluster.server import Server, ServerOptions
+from cluster.websocket import WS_DEFAULT_HOST, websocket_from
 from protocol.auth_config import ClientAuthConfig, UserEntry
 from protocol.stream_config import SERVER_API_LEVEL, SERVER_VERSION
 from protocol.timefmt import NS_PER_S, parse_go_duration
 
 
+class _VersionAction(argparse.Action):
+    """``jetraft server --version``, as tools that run ``nats-server --version`` expect; the
+    text is computed only when asked (reading the package metadata costs a server's start)."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kw: Any) -> None:
+        print(version_text())  # on stdout, as nats-server prints its own
+        parser.exit()
+
+
 def _server_parser(sub: Any) -> None:
     p = sub.add_parser(
         "server", help="run a jetraft server (JetStream with -js or a config jetstream block)"
+    )
+    p.add_argument(
+        "-v", "--version", action=_VersionAction, help="show the version and exit (nats-server -v)"
     )
     p.add_argument("-p", "--port", type=int, help="client port (default 4222)")
     p.add_argument("-a", "--addr", "--net", dest="addr", help="bind address (default 0.0.0.0)")
@@ -417,6 +433,9 @@ def _security_options(args: argparse.Namespace, conf: ConfMap, opts: ServerOptio
         tls_block = conf.get("tls")
         if tls_block is not None:
             opts.tls = tls_from(tls_block, conf)
+        ws_block = conf.get("websocket", conf.get("ws"))
+        if ws_block is not None:
+            opts.websocket = websocket_from(ws_block, WS_DEFAULT_HOST)
     except ConfigError as exc:
         raise SystemExit(f"jetraft: {args.config}: {exc}") from exc
     user, password, token = (
@@ -542,6 +561,7 @@ async def _serve(opts: ServerOptions) -> None:
     gc.set_threshold(*GC_THRESHOLDS)
     print(f"jetraft: client URL nats://{opts.host}:{server.port}", flush=True)
     await server.serve_until_stopped()
+    _exit_served()
 
 
 def version_text() -> str:
@@ -595,17 +615,19 @@ def main(argv: list[str] | None = None) -> int:
             uvloop.run(_serve(opts))
         except ImportError:  # pragma: no cover - uvloop is a pinned dependency
             asyncio.run(_serve(opts))
-        _exit_served()
     return 0
 
 
 def _exit_served() -> NoReturn:
-    """End a server that shut down cleanly without the interpreter's teardown.
+    """End a server that shut down cleanly, from inside its loop, without the loop's and the
+    interpreter's teardown.
 
-    By now the stores are closed, the loop's executor joined and the clients' connections
-    closed last. Freeing every module and joining idle threads took another 10-15 ms, and a
-    client that reconnects elsewhere at once (nats-py's cluster tests do) could still find this
-    process alive; nats-server exits right after it closes its clients."""
+    By now the stores are closed and synced, and the clients' connections, closed last, are
+    gone (the listener's ``wait_closed`` waits for them). The loop's teardown (joining its
+    executor's idle threads) and the interpreter's (freeing every module) took another 10-15 ms,
+    more on a busy machine, and a client that reconnects elsewhere at once (nats.py's cluster
+    tests do) could still find this process alive; nats-server exits right after it closes its
+    clients."""
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

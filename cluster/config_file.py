@@ -77,7 +77,16 @@ class _Parser:
             if self.i < len(self.s) and self.s[self.i] in ":=":
                 self.i += 1
                 self.skip(newlines=False)
+            elif self.s.startswith("\n", self.i) and self._block_follows():
+                self.skip()  # `websocket` then `{` on the next line: nats-server reads a block
             out[key] = self.parse_value()
+
+    def _block_follows(self) -> bool:
+        here = self.i
+        self.skip()
+        follows = self.s.startswith("{", self.i)
+        self.i = here
+        return follows
 
     def parse_key(self) -> str:
         if self.s[self.i] in "\"'":
@@ -118,6 +127,8 @@ class _Parser:
                 items.append(self.parse_value())
         if c in "\"'":
             return self.parse_quoted()
+        if c in ":=":  # a second separator (`port: : 1`): nats-server stops there too
+            raise self.error(f"unexpected {c!r}")
         start = self.i
         s = self.s
         while self.i < len(s) and s[self.i] not in "\r\n,;]}#":
@@ -144,4 +155,14 @@ def _scalar(raw: str) -> Any:
 
 
 def parse_config(text: str) -> ConfMap:
-    return _Parser(text).parse_map(None)
+    parser = _Parser(text)
+    parser.skip()
+    if not text.startswith("{", parser.i):
+        return parser.parse_map(None)
+    # the whole file in braces: nats-server reads JSON configuration files this way
+    parser.i += 1
+    conf = parser.parse_map("}")
+    parser.skip()
+    if parser.i < len(text):
+        raise parser.error(f"unexpected {text[parser.i]!r} after the closing '}}'")
+    return conf

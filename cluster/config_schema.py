@@ -87,6 +87,40 @@ TLS: dict[str, Any] = {**_TLS_COMMON, "handshake_first": None, "first": None, "i
 
 ROUTE_TLS: dict[str, Any] = {**_TLS_COMMON, "insecure": None}
 
+# cluster/websocket.py reads these; the websocket-only authentication nats-server offers is not
+# built (the client authorization block applies to websocket clients as to the others)
+_NO_WS_AUTH = Unsupported(
+    "websocket-specific authentication is not built; websocket clients use the authorization block"
+)
+WEBSOCKET: dict[str, Any] = {
+    "listen": None,
+    "port": None,
+    "host": None,
+    "net": None,
+    "no_tls": None,
+    "tls": _TLS_COMMON,
+    "compression": None,
+    "compress": None,
+    "handshake_timeout": None,
+    "same_origin": None,
+    "allowed_origins": None,
+    "allowed_origin": None,
+    "allow_origins": None,
+    "allow_origin": None,
+    "origins": None,
+    "origin": None,
+    "advertise": Unsupported("websocket connect URLs are not advertised"),
+    "authorization": _NO_WS_AUTH,
+    "authentication": _NO_WS_AUTH,
+    "jwt_cookie": _NO_WS_AUTH,
+    "user_cookie": _NO_WS_AUTH,
+    "pass_cookie": _NO_WS_AUTH,
+    "token_cookie": _NO_WS_AUTH,
+    "no_auth_user": _NO_WS_AUTH,
+    "headers": Unsupported("custom websocket response headers are not built"),
+    "ping_interval": Unsupported("a websocket ping interval of its own is not built"),
+}
+
 ROUTE_AUTHORIZATION: dict[str, Any] = {
     "user": None,
     "username": None,
@@ -159,8 +193,8 @@ SERVER: dict[str, Any] = {
     "leafnodes": _NO_TOPOLOGY,
     "leaf": _NO_TOPOLOGY,
     "gateway": _NO_TOPOLOGY,
-    "websocket": _NO_TOPOLOGY,
-    "ws": _NO_TOPOLOGY,
+    "websocket": WEBSOCKET,
+    "ws": WEBSOCKET,
     "mqtt": _NO_TOPOLOGY,
 }
 

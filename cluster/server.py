@@ -48,6 +48,13 @@ from cluster.router import Router
 from cluster.routes import RouteManager
 from cluster.security_config import RouteAuthConfig, TLSConfig, server_ssl_context
 from cluster.sys_requests import SystemRequests
+from cluster.websocket import (
+    WS_MESSAGE_BYTES_MIN,
+    WS_PROTOCOL_ROOM_BYTES,
+    WebSocketOptions,
+    WebSocketSession,
+    websocket_ssl_context,
+)
 from engine.batch import BatchLimits
 from protocol import native
 from protocol.auth_config import ClientAuthConfig
@@ -92,6 +99,7 @@ class ServerOptions:
     # tls { ... } or --tls* flags: clients must upgrade to TLS after the INFO line
     tls: TLSConfig | None = None
     https_port: int = 0  # monitoring over TLS (needs tls)
+    websocket: WebSocketOptions | None = None  # websocket { ... }: NATS over WebSocket
     max_connections: int = MAX_CONNECTIONS_DEFAULT
     max_pending: int = MAX_PENDING_BYTES_DEFAULT
     max_control_line: int = MAX_CONTROL_LINE_BYTES_DEFAULT
@@ -170,6 +178,8 @@ class Server:
         )
         self.monitor: MonitorServer | None = None
         self._listener: asyncio.Server | None = None
+        self._ws_listener: asyncio.Server | None = None
+        self.ws_port = 0
         self._conns: dict[int, ClientConnection] = {}
         self._next_cid = 0
         self._stopped = asyncio.Event()
@@ -215,6 +225,18 @@ class Server:
                 info["tls_verify"] = True
         return order_info(info)
 
+    def websocket_info(self, cid: int) -> dict[str, Any]:
+        """A websocket client's INFO (nats-server's): the websocket listener's host, port and
+        TLS, and no connect_urls (websocket URLs are not advertised)."""
+        ws = self.opts.websocket
+        assert ws is not None
+        info = {k: v for k, v in self.info(cid).items() if not k.startswith("tls_")}
+        info.pop("connect_urls", None)
+        info.update(host=ws.host, port=self.ws_port)
+        if ws.tls is not None:
+            info.update(tls_required=True, tls_available=True)
+        return order_info(info)
+
     def connect_urls(self, *, own: bool = True) -> list[str]:
         """INFO ``connect_urls`` (cluster/client_urls.py): this node's client URLs, unless
         ``own`` is False, then those of the peers whose routes are up."""
@@ -236,13 +258,13 @@ class Server:
         for conn in list(self._conns.values()):
             conn.update_info(connect_urls=urls)
 
-    def _new_connection(self) -> ClientConnection:
+    def _new_connection(self, *, websocket: bool = False) -> ClientConnection:
         self._next_cid += 1
         cid = self._next_cid
         opts = self.opts
         conn = ClientConnection(
             self.router,
-            self.info(cid),
+            self.websocket_info(cid) if websocket else self.info(cid),
             opts.max_payload,
             cid,
             ping_interval_s=opts.ping_interval_s,
@@ -251,7 +273,7 @@ class Server:
             max_control_line=opts.max_control_line,
             on_slow_consumer=self.counters.count_slow_consumer,
             write_deadline_s=opts.write_deadline_s,
-            tls=self._client_tls,
+            tls=None if websocket else self._client_tls,  # wss: TLS below the websocket
             tls_timeout_s=opts.tls.timeout_s if opts.tls is not None else 0.0,
             tls_first=opts.tls is not None and opts.tls.handshake_first,
             tls_first_fallback_s=opts.tls.handshake_first_fallback_s if opts.tls else 0.0,
@@ -294,19 +316,24 @@ class Server:
                     + f": {exc}"
                 ) from exc
         if self.jetstream is not None:
-            self.opts.store_dir.mkdir(parents=True, exist_ok=True)
+            self._make_store_dir()
         if self.opts.pid_file is not None:
             self.opts.pid_file.write_text(f"{os.getpid()}\n")
         # bound first, served last: the port (-p -1: any) is known before the routes' HELLO
         # tells the peers this node's client URLs, and no client gets in before JetStream
         loop = asyncio.get_running_loop()
-        self._listener = await loop.create_server(
-            self._new_connection,
-            self.opts.host,
-            self.opts.port,
-            reuse_address=True,
-            start_serving=False,
-        )
+        try:
+            self._listener = await loop.create_server(
+                self._new_connection,
+                self.opts.host,
+                self.opts.port,
+                reuse_address=True,
+                start_serving=False,
+            )
+        except OSError as exc:  # nats-server names the port: "Error listening on port: ..."
+            why = os.strerror(exc.errno).lower() if exc.errno else str(exc)  # as Go words it
+            where = f"{self.opts.host}:{self.opts.port}"
+            raise OSError(exc.errno, f"error listening on port: {where}, {why}") from exc
         self.port = self._listener.sockets[0].getsockname()[1]
         if self.routes is not None:
             self._own_client_urls = advertised_client_urls(
@@ -320,6 +347,8 @@ class Server:
             self.jetstream.start()
         self.sys_requests.start()
         await self._listener.start_serving()
+        if self.opts.websocket is not None:
+            await self._start_websocket(self.opts.websocket)
         if self.opts.http_port:  # -1: any free port
             self.monitor = MonitorServer(
                 self,
@@ -355,6 +384,46 @@ class Server:
         compiled, why = native.status()
         log.info("%s: %s", "Compiled modules" if compiled else "Pure Python", why)
         log.info("Server is ready (name=%s, store_dir=%s)", self.name, self.opts.store_dir)
+
+    async def _start_websocket(self, ws: WebSocketOptions) -> None:
+        ctx = websocket_ssl_context(ws)
+        bound = max(WS_MESSAGE_BYTES_MIN, 2 * self.opts.max_payload + WS_PROTOCOL_ROOM_BYTES)
+
+        def session() -> WebSocketSession:
+            return WebSocketSession(ws, lambda: self._new_connection(websocket=True), bound)
+
+        loop = asyncio.get_running_loop()
+        try:
+            self._ws_listener = await loop.create_server(
+                session,
+                ws.host,
+                max(ws.port, 0),
+                reuse_address=True,
+                ssl=ctx,
+                ssl_handshake_timeout=ws.handshake_timeout_s if ctx is not None else None,
+            )
+        except OSError as exc:
+            why = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+            raise OSError(
+                exc.errno, f"unable to listen for websocket connections: {ws.host}:{ws.port}, {why}"
+            ) from exc
+        self.ws_port = self._ws_listener.sockets[0].getsockname()[1]
+        log.info("Listening for websocket clients on %s://%s:%d", ws.scheme, ws.host, self.ws_port)
+        if ctx is None:
+            log.warning("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
+
+    def _make_store_dir(self) -> None:
+        """nats-server's two errors for a store directory it cannot use."""
+        where = self.opts.store_dir
+        if where.exists() and not where.is_dir():
+            raise SystemExit(f"jetraft: storage directory is not a directory: {str(where)!r}")
+        try:
+            where.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SystemExit(
+                f"jetraft: could not create storage directory - {exc.strerror or exc}: "
+                f"{str(where)!r}"
+            ) from None
 
     def request_stop(self) -> None:
         self._stopped.set()
@@ -392,6 +461,8 @@ class Server:
         log.info("Entering lame duck mode, stop accepting new clients")
         assert self._listener is not None
         self._listener.close()
+        if self._ws_listener is not None:
+            self._ws_listener.close()
         if self.routes is not None:
             self.routes.enter_lame_duck()  # the peers stop advertising this node's client URLs
         handed = 0
@@ -430,6 +501,8 @@ class Server:
             self._lame_duck.cancel()
         if self._listener is not None:
             self._listener.close()
+        if self._ws_listener is not None:
+            self._ws_listener.close()
         if self.jetstream is not None:
             # waiting pull requests hear "409 Server Shutdown" while their clients can
             self.jetstream.server_shutdown()
@@ -446,8 +519,9 @@ class Server:
         # this process gone, not still closing its stores
         for conn in list(self._conns.values()):
             conn.close()
-        if self._listener is not None:
-            await asyncio.wait_for(self._listener.wait_closed(), SHUTDOWN_DRAIN_S)
+        for listener in (self._listener, self._ws_listener):
+            if listener is not None:  # (waits for the clients' connections to be closed)
+                await asyncio.wait_for(listener.wait_closed(), SHUTDOWN_DRAIN_S)
         if self.opts.pid_file is not None:
             self.opts.pid_file.unlink(missing_ok=True)
         log.info("Server exiting")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,33 @@ def test_protocol_limits_within_bounds_are_taken(tmp_path: Path) -> None:
 
 def test_standalone_without_cluster_block() -> None:
     assert not options_from(_args()).clustered
+
+
+def test_a_json_file_is_a_config_file() -> None:
+    # nats-server reads a file that is one JSON object (nats.py's test harness writes them)
+    text = (
+        '// written by a tool\n{\n  "port": 4567,\n  "jetstream": {"max_mem": 1024},\n'
+        '  "x": [1, 2]\n}\n'
+    )
+    conf = parse_config(text)
+    assert conf == {"port": 4567, "jetstream": {"max_mem": 1024}, "x": [1, 2]}
+    assert conf.line_of("x") == 5
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ('{\n  "port": : "invalid syntax"\n}\n', "config line 2: unexpected ':'"),
+        ("{ port: 1 }\nport: 2\n", "config line 2: unexpected 'p' after the closing '}'"),
+        ('{ "port": 1\n', "missing '}'"),
+    ],
+)
+def test_a_malformed_json_file_is_refused_with_its_line(text: str, error: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(error)):
+        parse_config(text)
+
+
+def test_a_block_may_open_on_the_line_after_its_key() -> None:
+    # nats.py's websocket test configuration is written this way
+    conf = parse_config("websocket\n{\n    port: 8080\n    no_tls: true\n}\nport: 4222\n")
+    assert conf == {"websocket": {"port": 8080, "no_tls": True}, "port": 4222}

@@ -66,11 +66,15 @@ async def test_a_server_on_any_free_port_says_which(tmp_path: Path) -> None:
         proc.wait(STOP_TIMEOUT_S)
 
 
+@pytest.mark.parametrize(
+    "argv", [["--version"], ["server", "--version"], ["server", "-v"]], ids=" ".join
+)
 def test_version_names_the_package_and_the_server_it_answers_like(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
+    # `server --version` too: tools that run `nats-server --version` find it there
     with pytest.raises(SystemExit) as done:
-        cli.main(["--version"])
+        cli.main(argv)
     assert done.value.code == 0
     out = capsys.readouterr().out
     assert re.fullmatch(r"jetraft \d+\.\d+\.\d+ \(answers as nats-server 2\.15\.1, .*\)\n", out)
@@ -105,7 +109,9 @@ def test_a_port_in_use_is_one_line_not_a_traceback(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("jetraft: cannot start:") and "address already in use" in last
+    assert last == (
+        f"jetraft: cannot start: error listening on port: 127.0.0.1:{port}, address already in use"
+    )
 
 
 @pytest.mark.parametrize("flag", ["--cluster", "--cluster_listen"])
@@ -133,3 +139,16 @@ def test_a_built_in_command_does_not_load_the_optional_commands(
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     assert loaded == [cli.COMMANDS_ENTRY_POINT_GROUP]  # the full help lists every command
+
+
+def test_a_store_dir_that_is_a_file_is_one_line_with_nats_servers_words(tmp_path: Path) -> None:
+    taken = tmp_path / "a-file"
+    taken.write_text("not a directory")
+    argv = ["server", "-js", "-a", "127.0.0.1", "-p", "-1", "-sd", str(taken)]
+    done = subprocess.run(
+        [sys.executable, "-m", "cluster.cli", *argv], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == f"jetraft: storage directory is not a directory: {str(taken)!r}"
+    assert taken.read_text() == "not a directory"
