@@ -44,7 +44,9 @@ class _Parser:
         return self.s.count("\n", 0, self.i) + 1
 
     def error(self, msg: str) -> ConfigError:
-        return ConfigError(f"config line {self.line()}: {msg}")
+        # nats-server's words for a file it cannot parse (a key it does not know is the schema
+        # check's "config line N: unknown field")
+        return ConfigError(f"Parse error on line {self.line()}: {msg}")
 
     def skip(self, newlines: bool = True) -> None:
         s = self.s

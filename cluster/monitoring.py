@@ -32,6 +32,7 @@ from cluster.jsz import ACCOUNT, JetStreamSetup, statsz_jetstream, varz_jetstrea
 from cluster.router import Router, Subscription
 from cluster.routes import LinkStats, RouteManager, parse_route_url
 from cluster.security_config import RouteAuthConfig, TLSConfig
+from cluster.websocket import WebSocketOptions, websocket_varz
 from engine.batch import BatchLimits
 from protocol.auth_config import ClientAuthConfig
 from protocol.subjects import is_valid_literal_subject, subject_matches, subjects_overlap
@@ -210,6 +211,7 @@ class NodeOptions(Protocol):
     route_auth: RouteAuthConfig
     route_tls: TLSConfig | None
     batch_limits: BatchLimits
+    websocket: WebSocketOptions | None
 
 
 class MonitoredNode(Protocol):
@@ -237,6 +239,8 @@ class MonitoredNode(Protocol):
 
     @property
     def https_port(self) -> int: ...
+
+    ws_port: int
 
     @property
     def js_setup(self) -> JetStreamSetup: ...
@@ -281,11 +285,11 @@ def varz(node: MonitoredNode, cpu: CpuSampler, http_req_stats: Mapping[str, int]
     out["max_payload"] = opts.max_payload
     out["max_pending"] = opts.max_pending
     out["cluster"] = _cluster_varz(node)
-    # no gateways, leaf nodes, MQTT or websockets: nats-server's objects with those off
+    # no gateways, leaf nodes or MQTT: nats-server's objects with those off
     out["gateway"] = {}
     out["leaf"] = {}
     out["mqtt"] = {}
-    out["websocket"] = {}
+    out["websocket"] = websocket_varz(opts.websocket, node.ws_port)
     out["jetstream"] = varz_jetstream(node.jetstream, node.js_setup)
     out["tls_timeout"] = go_float(tls.timeout_s if tls is not None else TLS_TIMEOUT_S)
     out["write_deadline"] = round(opts.write_deadline_s * NS_PER_S)

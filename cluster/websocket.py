@@ -65,6 +65,8 @@ class WebSocketOptions:
     handshake_timeout_s: float = WS_HANDSHAKE_TIMEOUT_S
     same_origin: bool = False
     allowed_origins: tuple[tuple[str, str, int], ...] = ()  # (scheme, host, port)
+    origin_urls: tuple[str, ...] = ()  # allowed_origins as written (/varz shows them)
+    handshake_timeout_set: bool = False  # /varz shows only a configured one
 
     @property
     def scheme(self) -> str:
@@ -135,6 +137,7 @@ def websocket_from(block: Any, default_host: str) -> WebSocketOptions | None:
         if found is not None and not isinstance(found[1], bool):
             raise err(found[0], f"websocket {found[0]} must be true or false")
     origins: list[tuple[str, str, int]] = []
+    urls: list[str] = []
     allowed = _get(
         block, "allowed_origins", "allowed_origin", "allow_origins", "allow_origin", "origins"
     ) or _get(block, "origin")
@@ -145,8 +148,10 @@ def websocket_from(block: Any, default_host: str) -> WebSocketOptions | None:
                 origins.append(_origin(str(value)))
             except ValueError as exc:
                 raise err(allowed[0], str(exc)) from None
+            urls.append(str(value))
     timeout_s = WS_HANDSHAKE_TIMEOUT_S
-    if (found := _get(block, "handshake_timeout")) is not None:
+    timeout_found = _get(block, "handshake_timeout")
+    if (found := timeout_found) is not None:
         timeout_s = seconds(found[1], "handshake_timeout")
         if timeout_s <= 0:
             raise err(found[0], "websocket handshake_timeout must be positive")
@@ -158,7 +163,28 @@ def websocket_from(block: Any, default_host: str) -> WebSocketOptions | None:
         handshake_timeout_s=timeout_s,
         same_origin=bool(same_origin and same_origin[1]),
         allowed_origins=tuple(origins),
+        origin_urls=tuple(urls),
+        handshake_timeout_set=timeout_found is not None,
     )
+
+
+def websocket_varz(opts: WebSocketOptions | None, port: int) -> dict[str, Any]:
+    """/varz ``websocket``: nats-server's object, empty when websocket is off, and only the
+    settings that are set (its fields are omitempty)."""
+    if opts is None:
+        return {}
+    out: dict[str, Any] = {"host": opts.host, "port": port}
+    if opts.handshake_timeout_set:
+        out["handshake_timeout"] = round(opts.handshake_timeout_s * 1e9)
+    if opts.tls is None:
+        out["no_tls"] = True
+    if opts.same_origin:
+        out["same_origin"] = True
+    if opts.origin_urls:
+        out["allowed_origins"] = list(opts.origin_urls)
+    if opts.compression:
+        out["compression"] = True
+    return out
 
 
 def origin_refusal(opts: WebSocketOptions, headers: Headers) -> str:

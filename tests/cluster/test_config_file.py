@@ -40,7 +40,7 @@ def test_parses_nats_server_style_config() -> None:
 
 @pytest.mark.parametrize("text", ["a { b: 1", "a: [1, 2", 'a: "open'])
 def test_unterminated_config_is_an_error_with_a_line(text: str) -> None:
-    with pytest.raises(ConfigError, match="config line"):
+    with pytest.raises(ConfigError, match="Parse error on line 1"):
         parse_config(text)
 
 
@@ -146,8 +146,8 @@ def test_a_json_file_is_a_config_file() -> None:
 @pytest.mark.parametrize(
     ("text", "error"),
     [
-        ('{\n  "port": : "invalid syntax"\n}\n', "config line 2: unexpected ':'"),
-        ("{ port: 1 }\nport: 2\n", "config line 2: unexpected 'p' after the closing '}'"),
+        ('{\n  "port": : "invalid syntax"\n}\n', "Parse error on line 2: unexpected ':'"),
+        ("{ port: 1 }\nport: 2\n", "Parse error on line 2: unexpected 'p' after the closing '}'"),
         ('{ "port": 1\n', "missing '}'"),
     ],
 )

@@ -16,8 +16,10 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from cluster.ops.servers import ServerStartError
 from tests.differential.diff_mask import mask_json
 from tests.differential.test_diff_tls_limits import Pair, both, same, server_pair
+from tests.servers import http_get_json, jetraft_proc, start_jetraft, start_nats_server
 
 pytestmark = pytest.mark.differential
 
@@ -137,12 +139,32 @@ async def test_a_protocol_error_closes_the_websocket(ws_pair: Pair) -> None:
 
 
 def test_websocket_without_tls_or_no_tls_is_refused(tmp_path: Path) -> None:
-    from cluster.ops.servers import ServerStartError
-    from tests.servers import jetraft_proc
-
     conf = tmp_path / "ws.conf"
     conf.write_text("websocket { port: -1 }\n")
     proc = jetraft_proc(tmp_path, extra_args=("-c", str(conf)), monitor=False)
     with pytest.raises(ServerStartError) as refused:
         proc.start(ready_timeout_s=WAIT_S)
     assert "websocket requires TLS configuration" in str(refused.value)
+
+
+def test_varz_shows_the_websocket_settings(tmp_path: Path) -> None:
+    conf = tmp_path / "ws.conf"
+    conf.write_text(
+        _conf(
+            '  compression: true\n  same_origin: true\n  handshake_timeout: "3s"\n'
+            f'  allowed_origins: ["{ORIGIN}", "https://b.example.com:8443"]'
+        )
+    )
+    seen = []
+    for start in (start_nats_server, start_jetraft):
+        proc = start(tmp_path / start.__name__, extra_args=("-c", str(conf)))
+        try:
+            status, body = http_get_json(proc.http_port, "/varz")
+            assert status == 200
+            ws = dict(body["websocket"])
+            assert ws.pop("port") == _ws_port(proc.log_tail(1 << 16))
+            seen.append(ws)
+        finally:
+            proc.stop()
+    assert seen[1] == seen[0]
+    assert seen[0]["allowed_origins"] == [ORIGIN, "https://b.example.com:8443"]
