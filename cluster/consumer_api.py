@@ -128,7 +128,7 @@ class ConsumerApi:
                 return None  # nats-server: the consumer's own subscription answers, or nobody
 
             async def reset(stream: str, body: bytes) -> dict[str, Any]:
-                return self._reset(stream, target, body)
+                return await self._reset(stream, target, body)
 
             return reset, CONSUMER_RESET_RESPONSE, tokens[4], "CONSUMER_RESET"
         return None
@@ -237,10 +237,12 @@ class ConsumerApi:
         self._consumer_host(stream, name)
         raise ApiError(E.CONSUMER_INVALID_PRIORITY_GROUP)
 
-    def _reset(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
+    async def _reset(self, stream: str, name: str, body: bytes) -> dict[str, Any]:
         """CONSUMER.RESET (``processResetReq``): a non-empty body is read with Go's
         ``json.Unmarshal``; a ``seq`` the consumer's deliver policy does not allow is refused as
-        nats-server refuses it. The reset itself jetraft does not carry out yet."""
+        nats-server refuses it; then the reset goes through the stream's log (every replica
+        resets the consumer at the same position) and the reply is the consumer's info and
+        ``reset_seq``, where delivery starts again."""
         host = self._consumer_host(stream, name)
         seq = 0
         if body:
@@ -259,8 +261,10 @@ class ConsumerApi:
                 raise ApiError(E.CONSUMER_INVALID_RESET, err="below start time")
         elif seq and policy not in ("all", "by_start_sequence"):
             raise ApiError(E.CONSUMER_INVALID_RESET, err="not allowed")
-        detail = "resetting a consumer is not supported by jetraft yet"
-        raise ApiError(E.CONSUMER_INVALID_RESET, err=detail)
+        reset_seq = await host.consumers.reset(name, seq)
+        reply = self._one_info(CONSUMER_RESET_RESPONSE, host, name)
+        reply["reset_seq"] = reset_seq
+        return reply
 
     def _consumer_host(self, stream: str, name: str) -> AnyStreamHost:
         """The host of ``stream`` holding consumer ``name``; else 10059 or 10014."""

@@ -39,6 +39,7 @@ from engine.consumer.entries import (
     CreateConsumerEntry,
     DeleteConsumerEntry,
     DeliverEntry,
+    ResetConsumerEntry,
 )
 from engine.consumer.limits import ACKS_PER_ENTRY_MAX, DELIVER_SEQS_MAX
 from engine.consumer.results import (
@@ -49,6 +50,7 @@ from engine.consumer.results import (
     DeleteResult,
     DeliverResult,
     Refusal,
+    ResetResult,
     SeqPair,
     TimeoutResult,
 )
@@ -281,6 +283,12 @@ class ConsumerHost:
             if isinstance(result, CreateResult):
                 self._watch(self._live_for(result.name))
                 self._schedule_pump()
+        elif isinstance(entry, ResetConsumerEntry) and isinstance(result, ResetResult):
+            live = self._live.get(result.name)
+            if live is not None:  # nothing is pending any more: nothing to redeliver or time
+                live.redeliver.clear()
+                self._arm_timer(live)
+            self._schedule_pump()
 
     # --- API --------------------------------------------------------------------------------
     async def create(self, name: str, config: dict[str, Any], action: str) -> bool:
@@ -304,6 +312,13 @@ class ConsumerHost:
         if result.created:
             self._advisory("CREATED", name, "create")
         return result.created
+
+    async def reset(self, name: str, seq: int) -> int:
+        """Propose CONSUMER.RESET (the request was checked); the stream seq it delivers from."""
+        result = await self._host.propose(ResetConsumerEntry(time.time_ns(), name, seq))
+        if not isinstance(result, ResetResult):
+            raise ApiError(E.CONSUMER_NOT_FOUND)
+        return result.seq
 
     async def delete(self, name: str) -> None:
         if self._consumer(name) is None:

@@ -30,9 +30,11 @@ from typing import Final
 from engine.consumer.entries import (
     AckEntry,
     AckTimeoutEntry,
+    ConsumerEntry,
     CreateConsumerEntry,
     DeleteConsumerEntry,
     DeliverEntry,
+    ResetConsumerEntry,
     decode_consumer_entry,
     encode_consumer_entry,
     is_consumer_entry,
@@ -205,13 +207,14 @@ Entry = (
     | MirrorEntry
     | SourceEntry
 )
-ConsumerOp = CreateConsumerEntry | DeleteConsumerEntry | DeliverEntry | AckEntry | AckTimeoutEntry
+ConsumerOp = ConsumerEntry
 CONSUMER_OPS: Final = (
     CreateConsumerEntry,
     DeleteConsumerEntry,
     DeliverEntry,
     AckEntry,
     AckTimeoutEntry,
+    ResetConsumerEntry,
 )
 # everything a stream's log holds: stream entries and its consumers' operations
 LogEntry = Entry | ConsumerOp

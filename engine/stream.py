@@ -39,6 +39,7 @@ from engine.consumer.results import (
     CreateResult,
     DeleteResult,
     DeliverResult,
+    ResetResult,
     SeqRange,
     TimeoutResult,
 )
@@ -574,6 +575,11 @@ class Stream:
             self._remove_unwanted(result.released)
         elif isinstance(result, CreateResult) and not result.created:
             self._after_consumer_update(result.name)
+        elif isinstance(result, ResetResult) and self._config.retention == "interest":
+            # what the reset consumer skipped and nobody else wants (nats-server checks the
+            # interest stream's state after a reset); a work queue keeps them, as nats-server
+            if self._index:
+                self._remove_unwanted([SeqRange(self.state_first_seq(), self._last_seq)])
         self._consumers_blob = self.consumers.to_json()
         self._end(index)
         return result

@@ -397,6 +397,23 @@ class Consumer:
         if not self.pending:
             self.ack_floor = self.delivered
 
+    def apply_reset(self, seq: int) -> int:
+        """CONSUMER.RESET (nats-server's resetLocalStartingSeq): deliver again from stream seq
+        ``seq`` (0: the one after the ack floor); nothing is pending or counted as redelivered
+        any more, consumer sequences start over at 1, and no delivery or ack has happened yet.
+        Returns the seq it starts from."""
+        if seq == 0:
+            seq = self.ack_floor.stream_seq + 1
+        seq = max(seq, 1)
+        self.pending = PendingSet()
+        self.redelivered = {}
+        self.delivered = self.ack_floor = SeqPair(0, seq - 1)
+        self.delivered_active_ns = self.acked_active_ns = 0  # as nats-server: never, since
+        # last_per_subject: its list (ascending, all at or below resume_seq) from the reset
+        # point on; past its end, delivery goes on from ``delivered``
+        self._skip_pos = bisect_left(self._skip, seq)
+        return seq
+
     # ================================================================== helpers
 
     def _put_pending(self, seq: int, record: Pending) -> None:

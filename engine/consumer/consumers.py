@@ -33,6 +33,7 @@ from engine.consumer.entries import (
     CreateConsumerEntry,
     DeleteConsumerEntry,
     DeliverEntry,
+    ResetConsumerEntry,
 )
 from engine.consumer.messages import StreamMessages
 from engine.consumer.results import (
@@ -46,6 +47,7 @@ from engine.consumer.results import (
     DeleteResult,
     DeliverResult,
     Refusal,
+    ResetResult,
     SeqRange,
     TimeoutResult,
     merge_ranges,
@@ -114,6 +116,11 @@ class ConsumerSet:
             return self._acks(entry)
         if isinstance(entry, AckTimeoutEntry):
             return self._timeout(entry, stream)
+        if isinstance(entry, ResetConsumerEntry):
+            consumer = self._consumers.get(entry.consumer)
+            if consumer is None:
+                return Refusal(REFUSED_NOT_FOUND, REFUSED_NOT_FOUND)
+            return ResetResult(entry.consumer, consumer.apply_reset(entry.seq))
         raise TypeError(f"not a consumer entry: {type(entry).__name__}")
 
     def stream_purged(self, subject_filter: str, stream: StreamMessages) -> None:

@@ -55,6 +55,7 @@ TYPE_DELETE: Final = 65
 TYPE_DELIVER: Final = 66
 TYPE_ACKS: Final = 67
 TYPE_ACK_TIMEOUT: Final = 68
+TYPE_RESET: Final = 69
 
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
@@ -145,8 +146,23 @@ class AckTimeoutEntry:
     consumer: str
 
 
+@dataclass(frozen=True, slots=True)
+class ResetConsumerEntry:
+    """CONSUMER.RESET: deliver again from stream seq ``seq`` (0: the one after the ack floor at
+    this log position), with nothing pending and the consumer sequence starting over."""
+
+    ts_ns: int
+    consumer: str
+    seq: int = 0
+
+
 ConsumerEntry = (
-    CreateConsumerEntry | DeleteConsumerEntry | DeliverEntry | AckEntry | AckTimeoutEntry
+    CreateConsumerEntry
+    | DeleteConsumerEntry
+    | DeliverEntry
+    | AckEntry
+    | AckTimeoutEntry
+    | ResetConsumerEntry
 )
 
 
@@ -241,6 +257,10 @@ def _body(entry: ConsumerEntry) -> tuple[int, bytes]:
         return TYPE_ACKS, ts + _enc_acks(entry)
     if isinstance(entry, AckTimeoutEntry):
         return TYPE_ACK_TIMEOUT, ts + _enc_name(entry.consumer)
+    if isinstance(entry, ResetConsumerEntry):
+        if entry.seq:
+            _check_seq(entry.seq, "reset seq")
+        return TYPE_RESET, ts + _enc_name(entry.consumer) + _U64.pack(entry.seq)
     raise TypeError(f"not a consumer entry: {type(entry).__name__}")
 
 
@@ -350,12 +370,21 @@ def _dec_timeout(r: _Reader, ts_ns: int) -> AckTimeoutEntry:
     return AckTimeoutEntry(ts_ns, r.name())
 
 
+def _dec_reset(r: _Reader, ts_ns: int) -> ResetConsumerEntry:
+    name = r.name()
+    (seq,) = r.unpack(_U64)  # 0: the ack floor's next
+    if seq > SEQ_LIMIT:
+        raise ConsumerEntryDecodeError(f"reset seq {seq} past the limit")
+    return ResetConsumerEntry(ts_ns, name, seq)
+
+
 _DECODERS: dict[int, Callable[[_Reader, int], ConsumerEntry]] = {
     TYPE_CREATE: _dec_create,
     TYPE_DELETE: _dec_delete,
     TYPE_DELIVER: _dec_deliver,
     TYPE_ACKS: _dec_acks,
     TYPE_ACK_TIMEOUT: _dec_timeout,
+    TYPE_RESET: _dec_reset,
 }
 
 

@@ -110,8 +110,23 @@ class RedeliveryPlan:
     exhausted: tuple[int, ...]  # due at max_deliver: propose an AckTimeoutEntry
 
 
+@dataclass(frozen=True, slots=True)
+class ResetResult:
+    """A consumer reset: it delivers again from ``seq``."""
+
+    name: str
+    seq: int
+
+
 ApplyResult = (
-    CreateResult | DeleteResult | DeliverResult | AckResult | TimeoutResult | Refusal | None
+    CreateResult
+    | DeleteResult
+    | DeliverResult
+    | AckResult
+    | TimeoutResult
+    | ResetResult
+    | Refusal
+    | None
 )
 
 

@@ -14,16 +14,13 @@ API) stay unanswered. The cluster side of these subjects: tests/cluster/test_adm
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import nats
 import pytest
 
-from tests.differential.conftest import candidate_kind, candidate_side, system_url
+from tests.differential.conftest import candidate_side, system_url
 from tests.differential.diff_harness import (
-    REPLY_TIMEOUT_S,
     TIMEOUT,
     Differ,
     Session,
@@ -154,7 +151,7 @@ async def test_unpin_request_checks(diff: Differ) -> None:
 async def test_reset_request_checks(diff: Differ) -> None:
     """CONSUMER.RESET, answered by the consumer itself (nobody answers for a consumer that does
     not exist): the API level, Go's json.Unmarshal of a non-empty body, then a ``seq`` the
-    deliver policy does not allow (10204). A valid reset jetraft refuses (see below)."""
+    deliver policy does not allow (10204). Valid resets: test_diff_consumer.py."""
 
     async def scenario(s: Session) -> None:
         name = await _stream_with_consumer(s)
@@ -277,47 +274,3 @@ async def test_account_purge_deletes_every_stream(
         await s.create({"name": s.stream(), "subjects": [s.subj(">")]})
 
     await _run_with_system(system_pair, scenario)
-
-
-# --- what jetraft refuses that nats-server carries out (docs/nats-differences.md) -------------
-
-
-@pytest.fixture
-def jetraft_only(candidate_server: ServerProc) -> ServerProc:
-    if candidate_kind() != "jetraft":
-        pytest.skip("a documented jetraft difference: nothing to compare")
-    return candidate_server
-
-
-async def test_reset_is_refused_at_once(jetraft_only: ServerProc) -> None:
-    """A valid CONSUMER.RESET request, which nats-server would carry out, gets jetraft's
-    immediate refusal naming what it does not support."""
-    nc = await nats.connect(jetraft_only.url)
-    try:
-
-        async def ask(subject: str, body: dict[str, Any]) -> Any:
-            reply = await nc.request(subject, json.dumps(body).encode(), timeout=REPLY_TIMEOUT_S)
-            return json.loads(reply.data)
-
-        cfg = {"name": "SNAP", "subjects": ["snap.>"]}
-        created = await ask("$JS.API.STREAM.CREATE.SNAP", cfg)
-        assert "error" not in created, created
-        body = {"stream_name": "SNAP", "config": {"durable_name": "C", "ack_policy": "explicit"}}
-        created = await ask("$JS.API.CONSUMER.CREATE.SNAP.C", body)
-        assert "error" not in created, created
-        reset = await ask("$JS.API.CONSUMER.RESET.SNAP.C", {"seq": 1})
-        assert reset == {
-            "type": "io.nats.jetstream.api.v1.consumer_reset_response",
-            "error": {
-                "code": 400,
-                "err_code": 10204,
-                "description": "invalid reset: resetting a consumer"
-                " is not supported by jetraft yet",
-            },
-            "reset_seq": 0,
-        }
-        names = await ask("$JS.API.STREAM.NAMES", {})
-        assert "SNAP" in names["streams"], names
-        await ask("$JS.API.STREAM.DELETE.SNAP", {})
-    finally:
-        await nc.close()

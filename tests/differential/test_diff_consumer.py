@@ -1585,3 +1585,38 @@ async def test_leader_stepdown_needs_a_cluster(diff: Differ) -> None:
         await c.api(f"CONSUMER.LEADER.STEPDOWN.{st}.NOPE")
 
     await diff.run(cleaned(scenario))
+
+
+async def test_reset_to_a_seq_and_back_to_the_ack_floor(diff: Differ) -> None:
+    """CONSUMER.RESET: the reply (the consumer's info and ``reset_seq``), what is delivered
+    after it (consumer seqs start over), and the deliver policies' refusals."""
+
+    async def scenario(s: Session) -> None:
+        c = Consumers(s)
+        st = await c.stream()
+        await c.fill(["a", "b", "a", "b", "a"])
+        await c.create(st, "C", {"durable_name": "C", "ack_policy": "explicit"})
+        frames = await c.pull(st, "C", {"batch": 3, "no_wait": True})
+        await c.ack(data_frames(frames)[0])
+        await c.api(f"CONSUMER.RESET.{st}.C", {"seq": 4})
+        await c.pull(st, "C", {"batch": 5, "no_wait": True})
+        await c.info(st, "C")
+        await c.api(f"CONSUMER.RESET.{st}.C")  # no body: the ack floor's next
+        await c.pull(st, "C", {"batch": 2, "no_wait": True})
+        await c.info(st, "C")
+        await c.api(f"CONSUMER.RESET.{st}.C", {"seq": 99})  # past the end: waits there
+        await c.pull(st, "C", {"batch": 1, "no_wait": True})
+        await c.info(st, "C")
+        await c.create(
+            st,
+            "S",
+            {"durable_name": "S", "deliver_policy": "by_start_sequence", "opt_start_seq": 3},
+        )
+        await c.api(f"CONSUMER.RESET.{st}.S", {"seq": 2})
+        await c.api(f"CONSUMER.RESET.{st}.S", {"seq": 4})
+        await c.create(st, "L", {"durable_name": "L", "deliver_policy": "last"})
+        await c.api(f"CONSUMER.RESET.{st}.L", {"seq": 1})
+        await c.api(f"CONSUMER.RESET.{st}.L")
+        await c.api(f"CONSUMER.RESET.{st}.C", b"{bad")
+
+    await diff.run(cleaned(scenario))

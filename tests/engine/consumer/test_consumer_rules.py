@@ -21,6 +21,7 @@ from engine.consumer.entries import (
     CreateConsumerEntry,
     DeleteConsumerEntry,
     DeliverEntry,
+    ResetConsumerEntry,
 )
 from engine.consumer.limits import ACK_WAIT_DEFAULT_NS, MAX_ACK_PENDING_DEFAULT
 from engine.consumer.results import (
@@ -33,6 +34,7 @@ from engine.consumer.results import (
     DeleteResult,
     DeliverResult,
     Refusal,
+    ResetResult,
     SeqRange,
     TimeoutResult,
 )
@@ -452,3 +454,45 @@ def test_config_defaults_follow_nats_server() -> None:
 def test_bad_configs_are_refused(raw: bytes) -> None:
     with pytest.raises(ConsumerConfigError):
         parse_config(raw)
+
+
+# ------------------------------------------------------------------ reset
+
+
+def test_reset_starts_over_from_a_seq_with_nothing_pending() -> None:
+    h = Harness(["s"] * 6)
+    h.create(**EXPLICIT)
+    h.deliver(1, 2, 3, now=5)
+    h.ack(AckKind.ACK, 1, now=6)
+    h.ack(AckKind.NAK, 2, now=6)
+    h.deliver(2, now=7)  # a redelivery: counted
+    assert h.c.num_redelivered == 1 and h.c.num_ack_pending == 2
+    result = h.apply(ResetConsumerEntry(8, "c", 5))
+    assert result == ResetResult("c", 5)
+    assert tuple(h.c.delivered) == tuple(h.c.ack_floor) == (0, 4)
+    assert h.c.num_ack_pending == 0 and h.c.num_redelivered == 0
+    assert (h.c.delivered_active_ns, h.c.acked_active_ns) == (0, 0)
+    assert h.c.next_new_seqs(h.stream, 10) == [5, 6]
+    delivered = h.deliver(5)
+    assert [d.consumer_seq for d in delivered.delivered] == [1]  # consumer seqs start over
+
+
+def test_reset_without_a_seq_goes_back_to_the_ack_floor() -> None:
+    h = Harness(["s"] * 4)
+    h.create(**EXPLICIT)
+    h.deliver(1, 2, 3)
+    h.ack(AckKind.ACK, 1)
+    assert h.apply(ResetConsumerEntry(0, "c")) == ResetResult("c", 2)
+    assert h.c.next_new_seqs(h.stream, 10) == [2, 3, 4]
+    assert h.apply(ResetConsumerEntry(0, "nobody")) == Refusal(REFUSED_NOT_FOUND, REFUSED_NOT_FOUND)
+
+
+def test_reset_of_a_last_per_subject_consumer_keeps_its_skip_list_from_the_seq() -> None:
+    h = Harness(["a", "b", "a", "b", "c"])  # the last of each: 3 (a), 4 (b), 5 (c)
+    h.create(deliver_policy="last_per_subject", **EXPLICIT)
+    assert h.c.next_new_seqs(h.stream, 10) == [3, 4, 5]
+    h.deliver(3, 4)
+    h.apply(ResetConsumerEntry(0, "c", 4))
+    assert h.c.next_new_seqs(h.stream, 10) == [4, 5]
+    h.apply(ResetConsumerEntry(0, "c", 1))
+    assert h.c.next_new_seqs(h.stream, 10) == [3, 4, 5]

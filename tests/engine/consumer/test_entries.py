@@ -20,11 +20,12 @@ from engine.consumer.entries import (
     CreateConsumerEntry,
     DeleteConsumerEntry,
     DeliverEntry,
+    ResetConsumerEntry,
     decode_consumer_entry,
     encode_consumer_entry,
     is_consumer_entry,
 )
-from engine.consumer.limits import ACKS_PER_ENTRY_MAX, DELIVER_SEQS_MAX
+from engine.consumer.limits import ACKS_PER_ENTRY_MAX, DELIVER_SEQS_MAX, SEQ_LIMIT
 from engine.entries import EntryDecodeError, ExpireEntry, decode_entry, encode_entry
 
 TS = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -53,6 +54,7 @@ ENTRIES: st.SearchStrategy[ConsumerEntry] = st.one_of(
     st.builds(DeliverEntry, TS, NAME, st.lists(SEQ, max_size=20).map(tuple)),
     st.builds(AckEntry, TS, st.lists(acks(), max_size=20).map(tuple)),
     st.builds(AckTimeoutEntry, TS, NAME),
+    st.builds(ResetConsumerEntry, TS, NAME, st.integers(0, SEQ_LIMIT)),  # 0: the ack floor's next
 )
 
 
@@ -168,6 +170,8 @@ def test_stream_and_consumer_entries_share_one_log_codec() -> None:
         AckEntry(1, (Ack("c", AckKind.NAK, 1, 0, reason="x"),)),
         AckEntry(1, (Ack("c", AckKind.NAK, 1, 0, delay_ns=-1),)),
         AckTimeoutEntry(1 << 63, "c"),
+        ResetConsumerEntry(1, "c", SEQ_LIMIT + 1),
+        ResetConsumerEntry(1, "c", -1),
     ],
 )
 def test_out_of_range_values_are_caller_bugs(entry: ConsumerEntry) -> None:

@@ -28,6 +28,7 @@ from engine.consumer.entries import (
     CreateConsumerEntry,
     DeleteConsumerEntry,
     DeliverEntry,
+    ResetConsumerEntry,
 )
 from engine.consumer.results import DeliverResult
 from tests.engine.stream.harness import Harness, make_config
@@ -55,6 +56,7 @@ OPS = st.lists(
         ),
         st.tuples(st.just("timeout"), st.sampled_from(NAMES), st.integers(0, 3)),
         st.tuples(st.just("purge"), st.sampled_from(["", "q.a", "q.*"])),
+        st.tuples(st.just("reset"), st.sampled_from(NAMES), st.integers(0, 8)),
     ),
     max_size=40,
 )
@@ -70,7 +72,7 @@ def _config(filter_subject: str, ack_policy: str) -> bytes:
 
 def _run(h: Harness, ops: list[tuple[Any, ...]], retention: str) -> None:
     delivered: dict[str, list[int]] = {}
-    refiltered = False  # a consumer's filter changed: see _check_retention
+    refiltered = False  # a consumer's filter changed, or it was reset: see _check_retention
     for op in ops:
         before = {seq: h.stream.subject_of(seq) for seq in h.live()}
         kind = op[0]
@@ -108,6 +110,10 @@ def _run(h: Harness, ops: list[tuple[Any, ...]], retention: str) -> None:
             h.apply(AckEntry(h.tick(), (Ack(name, ack_kind, seq),)))
         elif kind == "purge":
             h.purge(op[1])
+        elif kind == "reset":
+            _, name, seq = op
+            h.apply(ResetConsumerEntry(h.tick(), name, seq))
+            refiltered |= h.stream.consumers.get(name) is not None
         else:
             _, name, seconds = op
             h.tick(seconds * ACK_WAIT_NS)
@@ -146,9 +152,9 @@ def _check_consumer_invariants(h: Harness) -> None:
 
 def _check_retention(h: Harness, retention: str, refiltered: bool) -> None:
     """Every message left is owed to an interested consumer. On a work queue, once a consumer's
-    filter changed, a message may be left that the consumer passed while it did not see it:
-    nats-server keeps those too (it cleans up after a filter change on interest streams
-    only)."""
+    filter changed, a message may be left that the consumer passed while it did not see it, and
+    once a consumer was reset past messages, those: nats-server keeps them too (it cleans up
+    after a filter change or a reset on interest streams only)."""
     if retention == "workqueue" and refiltered:
         return
     stream = h.stream
