@@ -74,6 +74,8 @@ log = logging.getLogger("jetraft.routes")
 RECONNECT_DELAY_MIN_S = 0.05
 RECONNECT_DELAY_MAX_S = 1.0
 DIAL_WAKE_INTERVAL_S = 0.25  # a stranger knocking cannot make us dial more often than this
+LISTEN_TEXT_BYTES_MAX = 300  # a HELLO's listen "host:port"
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 QUICK_REDIAL_LIFETIME_S = 1.0  # a link up this long may be redialed at once again when it drops
 HELLO_TIMEOUT_S = 5.0
 LISTEN_BACKLOG = 100  # asyncio's create_server default
@@ -400,6 +402,10 @@ class _Link(asyncio.Protocol):
             self._handshake_timer.cancel()
         # the reply tells an authenticated dialer who we are, so it accepts our own dial next
         self.send(FrameKind.HELLO, self.mgr.hello_body())
+        if not self.mgr.is_configured_peer(name) and name != self.mgr.name:
+            # a peer that started after our last dial: its listen address names one of our
+            # route URLs, so it is let in now rather than after our dial resolves it
+            self.mgr.resolve_claim(name, body.get("listen"), self.stats.ip)
         if not self.mgr.is_configured_peer(name):
             # a real peer is refused like this until we dialed it: warn once per name
             # (our own dial of our own URL, which tells us which route is us, is expected)
@@ -527,6 +533,9 @@ class RouteManager:
             body["client_urls"] = self.client_urls
         if self.lame_duck:  # a link that reconnects during lame duck mode still says so
             body["ldm"] = True
+        # where this node listens for routes: a peer that has not dialed us yet can tell from
+        # it which of its route URLs we are (see RouteManager.claimed_route_url)
+        body["listen"] = f"{self.host}:{self.port}"
         if url:  # dialing: present the URL's credentials, else this node's own (nats-server)
             user, password = route_url_credentials(url)
             if user:
@@ -567,6 +576,36 @@ class RouteManager:
                 link.stats.pending = buffered + link.gathered_bytes
                 out.append(link.stats)
         return out
+
+    def claimed_route_url(self, listen: object, peer_ip: str) -> str | None:
+        """The one configured route URL, not resolved yet, that an authenticated peer's HELLO
+        ``listen`` ("host:port", where it accepts routes) names: same port, and the same host
+        as written or the address its connection comes from (a wildcard listen host names only
+        the latter). None when it names none or is malformed."""
+        if type(listen) is not str or len(listen) > LISTEN_TEXT_BYTES_MAX:
+            return None
+        host, sep, port_text = listen.rpartition(":")
+        if not sep or not port_text.isdigit():
+            return None
+        host = host.strip("[]")
+        hosts = {peer_ip} if host in WILDCARD_HOSTS else {host, peer_ip}
+        found = [
+            url
+            for url in self.route_urls
+            if url not in self.resolved
+            and (parsed := parse_route_url(url))[1] == int(port_text)
+            and parsed[0].strip("[]") in hosts
+        ]
+        return found[0] if len(found) == 1 else None
+
+    def resolve_claim(self, name: str, listen: object, peer_ip: str) -> None:
+        url = self.claimed_route_url(listen, peer_ip)
+        if url is None or name in self.resolved.values():
+            return
+        log.debug("route %s is %r (its HELLO says it listens there)", url, name)
+        self.resolved[url] = name
+        if len(self.resolved) >= len(self.route_urls):
+            self.all_resolved.set()
 
     def is_configured_peer(self, name: str) -> bool:
         """Only nodes behind this node's configured route URLs may join: their names are the

@@ -204,6 +204,7 @@ async def test_the_dialer_presents_url_credentials_else_its_own() -> None:
         "v": 1,
         "name": "n0",
         "cluster": "c",
+        "listen": "127.0.0.1:0",
         "user": "a",
         "pass": "b@c",
     }
@@ -217,7 +218,7 @@ async def test_the_dialer_presents_url_credentials_else_its_own() -> None:
     assert not token_mgr.credentials_ok({"token": "u"})
     assert not token_mgr.credentials_ok({"token": 1})
     # the acceptor's answer carries no credentials
-    assert set(mgr.hello_body()) == {"v", "name", "cluster"}
+    assert set(mgr.hello_body()) == {"v", "name", "cluster", "listen"}
     # no authorization: anyone passes the credential check (the configured-name rule remains)
     open_mgr, _ = _manager(None)
     assert open_mgr.credentials_ok({})
@@ -468,3 +469,49 @@ async def test_a_configured_peer_dialing_us_wakes_our_dial_to_it_despite_the_rat
     again = mgr._dial_wake
     mgr.wake_dialers()  # the stranger's limit still holds
     assert not again.is_set()
+
+
+def _claims(urls: list[str]) -> RouteManager:
+    router = FakeRouter()
+    mgr = RouteManager("n0", "c", "127.0.0.1", 0, urls, cast(Router, router), auth=AUTH)
+    return mgr  # nothing resolved yet: no dial has reached any peer
+
+
+@pytest.mark.parametrize(
+    ("listen", "expected"),
+    [
+        ("192.0.2.7:7002", "nats://192.0.2.7:7002"),  # its address as the connection shows it
+        ("0.0.0.0:7002", "nats://192.0.2.7:7002"),  # a wildcard: only the connection's address
+        ("peer.example:7003", "nats://peer.example:7003"),  # the host as written in our routes
+        ("0.0.0.0:7003", None),  # a wildcard does not name a host name
+        ("192.0.2.7:9999", None),
+        ("192.0.2.7", None),
+        ("192.0.2.7:x", None),
+        (["192.0.2.7:7002"], None),
+        ("h" * 400 + ":7002", None),
+    ],
+)
+async def test_a_hello_listen_address_names_one_of_our_route_urls(
+    listen: Any, expected: str | None
+) -> None:
+    mgr = _claims(["nats://192.0.2.7:7002", "nats://peer.example:7003", "nats://10.0.0.9:7004"])
+    assert mgr.claimed_route_url(listen, "192.0.2.7") == expected
+
+
+async def test_a_peer_that_starts_after_our_dials_is_let_in_by_its_listen_address() -> None:
+    mgr = _claims(["nats://192.0.2.7:7002"])
+    link, transport = _accepted(mgr)
+    link.data_received(_hello("n1", listen="0.0.0.0:7002", **GOOD))
+    assert link.peer == "n1" and not transport.closed
+    assert mgr.resolved == {"nats://192.0.2.7:7002": "n1"} and mgr.all_resolved.is_set()
+    # a second node claiming the same, now resolved, URL is refused as before
+    other, transport = _accepted(mgr)
+    other.data_received(_hello("n9", listen="192.0.2.7:7002", **GOOD))
+    assert other.peer is None and transport.closed
+
+
+async def test_a_listen_claim_needs_the_route_credentials() -> None:
+    mgr = _claims(["nats://192.0.2.7:7002"])
+    link, transport = _accepted(mgr)
+    link.data_received(_hello("n1", listen="192.0.2.7:7002", user="route", **{"pass": "no"}))
+    assert link.peer is None and mgr.resolved == {} and transport.aborted
