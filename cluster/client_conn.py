@@ -47,6 +47,7 @@ WRITE_DEADLINE_S = 10.0  # nats-server DEFAULT_FLUSH_DEADLINE
 OUT_FLUSH_BYTES = 64 * 1024
 TLS_TIMEOUT_S = 2.0  # nats-server TLS_TIMEOUT
 TLS_FIRST_PEEK_INTERVAL_S = 0.005  # how often handshake_first's fallback looks for a ClientHello
+TLS_FIRST_PEEK_INTERVAL_MAX_S = 0.05  # (the interval doubles up to this)
 ERR_STALE_CONNECTION = "Stale Connection"
 # CPython 3.11 specializes attribute access on an object only while its __dict__ fits the
 # class's shared keys: a 30th instance attribute on ClientConnection made send_raw, run for every
@@ -142,7 +143,11 @@ def _peek_has_bytes(wire: asyncio.Transport) -> bool:
     sock = wire.get_extra_info("socket")
     if sock is None:
         return True  # cannot look: handshake, as for a client that spoke (a failure closes it)
-    with socket.socket(fileno=os.dup(sock.fileno())) as raw:
+    try:
+        fd = os.dup(sock.fileno())
+    except OSError:  # out of descriptors: handshake now rather than leave it waiting
+        return True
+    with socket.socket(fileno=fd) as raw:
         try:
             raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
         except (BlockingIOError, InterruptedError):
@@ -164,6 +169,7 @@ class _TLS:
         "fallback_s",
         "first",
         "handshake",
+        "peek_every",
         "timeout_s",
         "wire",
     )
@@ -178,6 +184,7 @@ class _TLS:
         self.first = first
         self.fallback_s = fallback_s
         self.fallback_at = 0.0
+        self.peek_every = TLS_FIRST_PEEK_INTERVAL_S / 2  # doubled before each wait
         self.early = b""  # handshake bytes read before reading could be paused
         self.wire: asyncio.Transport | None = None
         self.handshake: asyncio.Task[None] | None = None
@@ -192,6 +199,9 @@ class ClientConnection(asyncio.Protocol):
     # set only on TLS connections, and once a client's socket falls behind (ATTRIBUTES_FAST_MAX)
     _tls: _TLS | None = None
     _stall: _Stall | None = None
+    # a websocket client: its INFO never lists the TCP client URLs (nats-server sends it the
+    # websocket URLs, which jetraft does not advertise)
+    websocket = False
 
     def __init__(
         self,
@@ -321,7 +331,10 @@ class ClientConnection(asyncio.Protocol):
             wire.write(self.session.initial_bytes())
             self._handshake(tls, wire)
             return
-        wait = min(TLS_FIRST_PEEK_INTERVAL_S, max(tls.fallback_at - loop.time(), 0.0))
+        # looked at every 5 ms at first, then less often (at most every 50 ms), so that a long
+        # fallback delay costs a silent connection few system calls
+        tls.peek_every = min(tls.peek_every * 2, TLS_FIRST_PEEK_INTERVAL_MAX_S)
+        wait = min(tls.peek_every, max(tls.fallback_at - loop.time(), 0.0))
         loop.call_later(wait, self._tls_first_or_fallback)
 
     def _handshake(self, tls: _TLS, wire: asyncio.Transport) -> None:
@@ -685,6 +698,9 @@ class ClientConnection(asyncio.Protocol):
     def send_lame_duck_info(self, connect_urls: list[str]) -> None:
         """Tell the client this server is leaving (``"ldm": true``) and where the others are,
         if it takes async INFO."""
+        if self.websocket:
+            self._send_async_info(ldm=True)
+            return
         self._send_async_info(ldm=True, connect_urls=connect_urls)
 
     def update_info(self, **changes: Any) -> None:

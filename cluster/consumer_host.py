@@ -88,6 +88,10 @@ PULL_BATCH_MAX: Final = DELIVER_SEQS_MAX
 ACK_REPLY_BODY: Final = b""
 NS_PER_S: Final = 1_000_000_000
 ADVISORY_PREFIX: Final = "$JS.EVENT.ADVISORY.CONSUMER."
+# CONSUMER.RESET waits this long for the delivery in flight to apply (a commit round trip,
+# unless the group lost its quorum), looking this often
+RESET_DELIVERY_WAIT_S: Final = 5.0
+RESET_POLL_S: Final = 0.001
 
 
 @dataclass(slots=True)
@@ -115,6 +119,10 @@ class _Live:
     waiting: deque[_Pull] = field(default_factory=deque)
     redeliver: set[int] = field(default_factory=set)
     delivering: bool = False
+    # a CONSUMER.RESET waiting for the delivery in flight to apply, then being applied: no new
+    # delivery is proposed meanwhile (one chosen from the old position would follow the reset
+    # in the log and skip what the reset gives back)
+    resetting: bool = False
     # the seqs of the delivery being proposed: still due by their pending records until it is
     # applied, so the timer must not queue them for redelivery again
     in_flight: frozenset[int] = frozenset()
@@ -314,8 +322,24 @@ class ConsumerHost:
         return result.created
 
     async def reset(self, name: str, seq: int) -> int:
-        """Propose CONSUMER.RESET (the request was checked); the stream seq it delivers from."""
-        result = await self._host.propose(ResetConsumerEntry(time.time_ns(), name, seq))
+        """Propose CONSUMER.RESET (the request was checked) once no delivery of the consumer is
+        in flight, proposing none until it applied; the stream seq it delivers from."""
+        live = self._live.get(name)
+        if live is not None:
+            if live.resetting:
+                raise ApiError(E.CONSUMER_INVALID_RESET, err="a reset is in progress")
+            live.resetting = True
+        try:
+            deadline = time.monotonic() + RESET_DELIVERY_WAIT_S
+            while live is not None and live.delivering:
+                if time.monotonic() > deadline:
+                    raise ApiError(E.CONSUMER_INVALID_RESET, err="a delivery is still in flight")
+                await asyncio.sleep(RESET_POLL_S)
+            result = await self._host.propose(ResetConsumerEntry(time.time_ns(), name, seq))
+        finally:
+            if live is not None:
+                live.resetting = False
+                self._schedule_pump()
         if not isinstance(result, ResetResult):
             raise ApiError(E.CONSUMER_NOT_FOUND)
         return result.seq
@@ -538,7 +562,7 @@ class ConsumerHost:
         if not self._leading:
             return
         for live in list(self._live.values()):
-            if not live.delivering:
+            if not live.delivering and not live.resetting:
                 self._try_deliver(live)
 
     def _demand(self, live: _Live, consumer: Consumer) -> int:

@@ -75,7 +75,7 @@ RECONNECT_DELAY_MIN_S = 0.05
 RECONNECT_DELAY_MAX_S = 1.0
 DIAL_WAKE_INTERVAL_S = 0.25  # a stranger knocking cannot make us dial more often than this
 LISTEN_TEXT_BYTES_MAX = 300  # a HELLO's listen "host:port"
-WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
+REFUSED_NAMES_MAX = 1024  # names of refused strangers remembered (each warned about once)
 QUICK_REDIAL_LIFETIME_S = 1.0  # a link up this long may be redialed at once again when it drops
 HELLO_TIMEOUT_S = 5.0
 LISTEN_BACKLOG = 100  # asyncio's create_server default
@@ -409,10 +409,14 @@ class _Link(asyncio.Protocol):
         if not self.mgr.is_configured_peer(name):
             # a real peer is refused like this until we dialed it: warn once per name
             # (our own dial of our own URL, which tells us which route is us, is expected)
-            quiet = name in self.mgr.refused_names or name == self.mgr.name
+            refused = self.mgr.refused_names
+            full = len(refused) >= REFUSED_NAMES_MAX  # a flood of names: no more warnings
+            quiet = name in refused or name == self.mgr.name or full
             level = logging.DEBUG if quiet else logging.WARNING
-            self.mgr.refused_names.add(name)
-            self.mgr.told_while_refusing.add(name)  # our HELLO went first: it knows us now
+            if not full:
+                refused.add(name)
+            if len(self.mgr.told_while_refusing) < len(self.mgr.route_urls):
+                self.mgr.told_while_refusing.add(name)  # our HELLO went first: it knows us now
             if name != self.mgr.name:
                 self.mgr.wake_dialers()
             log.log(
@@ -579,22 +583,19 @@ class RouteManager:
 
     def claimed_route_url(self, listen: object, peer_ip: str) -> str | None:
         """The one configured route URL, not resolved yet, that an authenticated peer's HELLO
-        ``listen`` ("host:port", where it accepts routes) names: same port, and the same host
-        as written or the address its connection comes from (a wildcard listen host names only
-        the latter). None when it names none or is malformed."""
+        ``listen`` ("host:port", where it accepts routes) names: its port, at the address the
+        peer's connection comes from (what the peer says of its host is not trusted, so a route
+        URL written with a host name is resolved by our dial alone). None when it names none or
+        is malformed."""
         if type(listen) is not str or len(listen) > LISTEN_TEXT_BYTES_MAX:
             return None
-        host, sep, port_text = listen.rpartition(":")
-        if not sep or not port_text.isdigit():
+        _host, sep, port_text = listen.rpartition(":")
+        if not sep or not port_text.isdigit() or not peer_ip:
             return None
-        host = host.strip("[]")
-        hosts = {peer_ip} if host in WILDCARD_HOSTS else {host, peer_ip}
         found = [
             url
             for url in self.route_urls
-            if url not in self.resolved
-            and (parsed := parse_route_url(url))[1] == int(port_text)
-            and parsed[0].strip("[]") in hosts
+            if url not in self.resolved and parse_route_url(url) == (peer_ip, int(port_text))
         ]
         return found[0] if len(found) == 1 else None
 

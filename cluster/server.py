@@ -20,6 +20,7 @@ import secrets
 import signal
 import ssl
 import string
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,10 @@ log = logging.getLogger("jetraft.server")
 
 MAX_PAYLOAD_BYTES = 1024 * 1024
 SHUTDOWN_DRAIN_S = 5.0
+# at shutdown, how long closed clients' transports may take to hand their last bytes to the
+# kernel before the process exits, and how often that is looked at
+SHUTDOWN_FLUSH_S = 1.0
+SHUTDOWN_FLUSH_POLL_S = 0.001
 MAX_CONNECTIONS_DEFAULT = 64 * 1024  # nats-server DEFAULT_MAX_CONNECTIONS
 MAX_PENDING_BYTES_DEFAULT = 64 * 1024 * 1024  # nats-server MAX_PENDING_SIZE
 ERR_MAX_CONNECTIONS = "maximum connections exceeded"  # nats-server ErrTooManyConnections
@@ -256,7 +261,8 @@ class Server:
             return
         urls = self.connect_urls(own=self._lame_duck is None)  # a lame duck: only the others
         for conn in list(self._conns.values()):
-            conn.update_info(connect_urls=urls)
+            if not conn.websocket:
+                conn.update_info(connect_urls=urls)
 
     def _new_connection(self, *, websocket: bool = False) -> ClientConnection:
         self._next_cid += 1
@@ -279,6 +285,7 @@ class Server:
             tls_first_fallback_s=opts.tls.handshake_first_fallback_s if opts.tls else 0.0,
             on_stale_connection=self.counters.count_stale_connection,
         )
+        conn.websocket = websocket
         if opts.client_auth.enabled:
             conn.require_auth(opts.client_auth)
         if len(self._conns) >= opts.max_connections:
@@ -517,11 +524,30 @@ class Server:
             await self.https_monitor.stop()
         # the clients go last, as in nats-server: one that reconnects elsewhere at once finds
         # this process gone, not still closing its stores
-        for conn in list(self._conns.values()):
+        conns = list(self._conns.values())
+        transports = [c.transport for c in conns if c.transport is not None]
+        for conn in conns:
             conn.close()
+        await _until_written(transports, SHUTDOWN_FLUSH_S)
         for listener in (self._listener, self._ws_listener):
-            if listener is not None:  # (waits for the clients' connections to be closed)
+            if listener is not None:
                 await asyncio.wait_for(listener.wait_closed(), SHUTDOWN_DRAIN_S)
         if self.opts.pid_file is not None:
             self.opts.pid_file.unlink(missing_ok=True)
         log.info("Server exiting")
+
+
+async def _until_written(transports: list[asyncio.Transport], timeout_s: float) -> None:
+    """Until every closed client transport has handed what it still held to the kernel (the
+    process exits right after the shutdown, and the kernel sends what it was given), or
+    ``timeout_s``: a client that stopped reading does not hold the exit up for long."""
+    deadline = time.monotonic() + timeout_s
+
+    def held(transport: asyncio.Transport) -> int:
+        try:
+            return transport.get_write_buffer_size()
+        except Exception:  # a transport already gone holds nothing
+            return 0
+
+    while any(held(t) for t in transports) and time.monotonic() < deadline:
+        await asyncio.sleep(SHUTDOWN_FLUSH_POLL_S)

@@ -409,9 +409,11 @@ class Consumer:
         self.redelivered = {}
         self.delivered = self.ack_floor = SeqPair(0, seq - 1)
         self.delivered_active_ns = self.acked_active_ns = 0  # as nats-server: never, since
-        # last_per_subject: its list (ascending, all at or below resume_seq) from the reset
-        # point on; past its end, delivery goes on from ``delivered``
-        self._skip_pos = bisect_left(self._skip, seq)
+        # last_per_subject: what is left of its list (what a snapshot keeps, so that every
+        # replica resets alike, restored or not) from the reset point on
+        remaining = self.skip_seqs
+        self._skip = remaining[bisect_left(remaining, seq) :]
+        self._skip_pos = 0
         return seq
 
     # ================================================================== helpers

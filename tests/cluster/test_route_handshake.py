@@ -481,9 +481,9 @@ def _claims(urls: list[str]) -> RouteManager:
     ("listen", "expected"),
     [
         ("192.0.2.7:7002", "nats://192.0.2.7:7002"),  # its address as the connection shows it
-        ("0.0.0.0:7002", "nats://192.0.2.7:7002"),  # a wildcard: only the connection's address
-        ("peer.example:7003", "nats://peer.example:7003"),  # the host as written in our routes
-        ("0.0.0.0:7003", None),  # a wildcard does not name a host name
+        ("0.0.0.0:7002", "nats://192.0.2.7:7002"),  # the host it claims does not count
+        ("10.0.0.9:7004", None),  # another node's address: the connection is not from there
+        ("peer.example:7003", None),  # a host name in our routes: our own dial resolves it
         ("192.0.2.7:9999", None),
         ("192.0.2.7", None),
         ("192.0.2.7:x", None),

@@ -12,6 +12,8 @@ from websockets.frames import CloseCode, Frame, Opcode
 from websockets.protocol import State
 from websockets.uri import parse_uri
 
+from cluster.client_conn import ClientConnection
+from cluster.router import Router
 from cluster.websocket import WebSocketOptions, WebSocketSession
 
 BOUND = 1024
@@ -26,6 +28,15 @@ class RawTransport:
     def writelines(self, chunks: list[bytes]) -> None:
         for chunk in chunks:
             self.out += chunk
+
+    def write(self, data: bytes) -> None:
+        self.out += data
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
 
     def is_closing(self) -> bool:
         return self.closed or self.aborted
@@ -143,3 +154,21 @@ async def test_a_silent_client_is_dropped_at_the_handshake_timeout() -> None:
     while not raw.aborted and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.01)
     assert raw.aborted and conn.transport is None
+
+
+async def test_a_websocket_client_is_never_told_the_tcp_client_urls() -> None:
+    told = {}
+    for websocket in (False, True):
+        conn = ClientConnection(Router(), {"server_id": "S", "max_payload": 1024}, 1024, 1)
+        conn.websocket = websocket
+        raw = RawTransport()
+        conn.connection_made(cast(asyncio.Transport, raw))
+        conn.data_received(b'CONNECT {"protocol":1,"verbose":false}\r\nPING\r\n')
+        await asyncio.sleep(0)
+        raw.take()
+        conn.send_lame_duck_info(["10.0.0.2:4222"])
+        await asyncio.sleep(0)
+        told[websocket] = raw.take()
+        conn.close()
+    assert b'"ldm":true' in told[True] and b"connect_urls" not in told[True]
+    assert b'"connect_urls":["10.0.0.2:4222"]' in told[False]

@@ -487,12 +487,21 @@ def test_reset_without_a_seq_goes_back_to_the_ack_floor() -> None:
     assert h.apply(ResetConsumerEntry(0, "nobody")) == Refusal(REFUSED_NOT_FOUND, REFUSED_NOT_FOUND)
 
 
-def test_reset_of_a_last_per_subject_consumer_keeps_its_skip_list_from_the_seq() -> None:
-    h = Harness(["a", "b", "a", "b", "c"])  # the last of each: 3 (a), 4 (b), 5 (c)
+def test_reset_of_a_last_per_subject_consumer_is_the_same_on_a_restored_replica() -> None:
+    h = Harness(["a", "b", "a", "b", "c", "d", "d"])  # the last of each: 3, 4, 5, 7
     h.create(deliver_policy="last_per_subject", **EXPLICIT)
-    assert h.c.next_new_seqs(h.stream, 10) == [3, 4, 5]
+    assert h.c.next_new_seqs(h.stream, 10) == [3, 4, 5, 7]
     h.deliver(3, 4)
-    h.apply(ResetConsumerEntry(0, "c", 4))
-    assert h.c.next_new_seqs(h.stream, 10) == [4, 5]
-    h.apply(ResetConsumerEntry(0, "c", 1))
-    assert h.c.next_new_seqs(h.stream, 10) == [3, 4, 5]
+    restored = ConsumerSet.from_json(h.consumers.to_json())  # a replica from a snapshot
+    for seq in (4, 1):
+        entry = ResetConsumerEntry(0, "c", seq)
+        h.index += 1
+        assert h.consumers.apply(h.index, entry, h.stream) == restored.apply(
+            h.index, entry, h.stream
+        )
+        copy = restored.get("c")
+        assert copy is not None
+        assert h.c.next_new_seqs(h.stream, 10) == copy.next_new_seqs(h.stream, 10)
+        assert h.consumers.to_json() == restored.to_json()
+    # what is left of its list (5, 7) comes first, then on from where it stood at creation
+    assert h.c.next_new_seqs(h.stream, 10) == [5, 7]
