@@ -622,8 +622,10 @@ def _exit_served() -> NoReturn:
     """End a server that shut down cleanly, from inside its loop, without the loop's and the
     interpreter's teardown.
 
-    By now the stores are closed and synced, and the clients' connections, closed last, are
-    gone (the listener's ``wait_closed`` waits for them). The loop's teardown (joining its
+    By now the stores are closed and synced, and the clients' connections, closed last, have
+    handed their last bytes to the kernel (``Server.shutdown`` waits for that, at most a
+    second), which sends them and closes the sockets as the process ends. The loop's teardown
+    (joining its
     executor's idle threads) and the interpreter's (freeing every module) took another 10-15 ms,
     more on a busy machine, and a client that reconnects elsewhere at once (nats.py's cluster
     tests do) could still find this process alive; nats-server exits right after it closes its

@@ -294,13 +294,20 @@ class ClientConnection(asyncio.Protocol):
             min(FIRST_PING_INTERVAL_S, self.ping_interval_s), self._ping
         )
 
-    def _begin_tls(self) -> None:
+    def _tls_to_begin(self) -> tuple[_TLS, asyncio.Transport] | None:
+        """The TLS state and the socket's transport of a connection whose handshake is still to
+        begin (None once closed, or begun, as by a ClientHello that came at once)."""
         tls = self._tls
         wire = None if tls is None else tls.wire
         if self._closed or tls is None or wire is None or wire.is_closing():
+            return None
+        return None if tls.handshake is not None else (tls, wire)
+
+    def _begin_tls(self) -> None:
+        pending = self._tls_to_begin()
+        if pending is None:
             return
-        if tls.handshake is not None:  # begun by a ClientHello that came at once
-            return
+        tls, wire = pending
         wire.pause_reading()  # start_tls resumes it with its own protocol in place
         if not tls.first:
             wire.write(self.session.initial_bytes())
@@ -316,12 +323,10 @@ class ClientConnection(asyncio.Protocol):
         starts the handshake; silence until the delay ends gets the INFO in the clear, after
         which the client upgrades as usual. Reading is paused, so the bytes wait in the socket
         for the handshake: they are only peeked at."""
-        tls = self._tls
-        wire = None if tls is None else tls.wire
-        if self._closed or tls is None or wire is None or wire.is_closing():
+        pending = self._tls_to_begin()
+        if pending is None:
             return
-        if tls.handshake is not None:
-            return
+        tls, wire = pending
         if _peek_has_bytes(wire):
             self._handshake(tls, wire)
             return
@@ -468,15 +473,15 @@ class ClientConnection(asyncio.Protocol):
                 tls.wire.pause_reading()
                 self._handshake(tls, tls.wire)
             return
-        if self.transport is None and self._tls is not None and self._tls.handshake is None:
+        if self.transport is None and tls is not None and tls.handshake is None:
             # Bytes before the INFO on a TLS port (a client that handshakes first, or plain
             # protocol): nats-server would still send its INFO, which such a client cannot take
             # for a ServerHello, and its handshake would fail. The client sees the same here.
             log.debug("%s - cid:%d - TLS handshake error: data before INFO", self._peer, self.cid)
             self._closed = True
-            if self._tls.wire is not None:
-                self._tls.wire.write(self.session.initial_bytes())
-                self._tls.wire.close()
+            if tls.wire is not None:
+                tls.wire.write(self.session.initial_bytes())
+                tls.wire.close()
             self._teardown()
             return
         # After start_tls this is decrypted data, possibly before the handshake task resumed

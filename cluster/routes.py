@@ -604,6 +604,9 @@ class RouteManager:
         if url is None or name in self.resolved.values():
             return
         log.debug("route %s is %r (its HELLO says it listens there)", url, name)
+        self._resolve(url, name)
+
+    def _resolve(self, url: str, name: str) -> None:
         self.resolved[url] = name
         if len(self.resolved) >= len(self.route_urls):
             self.all_resolved.set()
@@ -771,9 +774,7 @@ class RouteManager:
                 continue
             if self._dial_problem.pop(url, None) is not None:
                 log.info("route to %s: connected again", url)
-            self.resolved[url] = peer
-            if len(self.resolved) >= len(self.route_urls):
-                self.all_resolved.set()
+            self._resolve(url, peer)
             if peer == self.name:
                 log.debug("route %s is this node; not dialing it", url)
                 link.close()

@@ -63,22 +63,25 @@ class RouteAuthConfig:
         return bool(self.user or self.token)
 
 
-def _get(block: ConfMap, *names: str) -> Any:
+def find_key(block: ConfMap, *names: str) -> tuple[str, Any] | None:
+    """The first key (as written) and value of ``block`` named one of ``names`` (lower case):
+    keys compare case-insensitively, as in nats-server."""
     for key, value in block.items():
         if key.lower() in names:
-            return value
+            return key, value
     return None
 
 
-def _key_line(block: ConfMap, *names: str) -> int:
-    for key in block:
-        if key.lower() in names:
-            return block.line_of(key)
-    return block.line
+def _get(block: ConfMap, *names: str) -> Any:
+    found = find_key(block, *names)
+    return None if found is None else found[1]
 
 
-def _err(block: ConfMap, key: str, msg: str) -> ConfigError:
-    return ConfigError(f"config line {_key_line(block, key)}: {msg}")
+def block_error(block: ConfMap, key: str, msg: str) -> ConfigError:
+    """``msg`` at the line of ``key`` in ``block`` (the block's own line when it has none)."""
+    found = find_key(block, key)
+    line = block.line if found is None else block.line_of(found[0])
+    return ConfigError(f"config line {line}: {msg}")
 
 
 def _string(block: ConfMap, *names: str) -> str:
@@ -86,7 +89,7 @@ def _string(block: ConfMap, *names: str) -> str:
     if value is None:
         return ""
     if isinstance(value, bool | dict | list):
-        raise _err(block, names[0], f"{names[0]!r} must be a string")
+        raise block_error(block, names[0], f"{names[0]!r} must be a string")
     return str(value)
 
 
@@ -109,9 +112,9 @@ def _timeout(block: ConfMap, default: float) -> float:
     try:
         result = seconds(value, "timeout")
     except ConfigError as exc:
-        raise _err(block, "timeout", str(exc)) from None
+        raise block_error(block, "timeout", str(exc)) from None
     if result <= 0:
-        raise _err(block, "timeout", f"timeout must be positive, not {value!r}")
+        raise block_error(block, "timeout", f"timeout must be positive, not {value!r}")
     return result
 
 
@@ -139,10 +142,12 @@ def _subjects(value: Any, block: ConfMap, key: str, allow_queue: bool) -> tuple[
     out = []
     for item in items:
         if not isinstance(item, str) or not item:
-            raise _err(block, key, f"{key!r}: subjects must be non-empty strings, not {item!r}")
+            raise block_error(
+                block, key, f"{key!r}: subjects must be non-empty strings, not {item!r}"
+            )
         problem = _perm_subject_problem(item, allow_queue)
         if problem is not None:
-            raise _err(block, key, problem)
+            raise block_error(block, key, problem)
         out.append(item)
     return tuple(out)
 
@@ -177,23 +182,25 @@ def _response_permission(value: Any, block: ConfMap) -> ResponsePermission | Non
     if value is True:
         return ResponsePermission()
     if not isinstance(value, ConfMap):
-        raise _err(block, "allow_responses", "allow_responses must be true, false or a block")
+        raise block_error(
+            block, "allow_responses", "allow_responses must be true, false or a block"
+        )
     max_msgs = ResponsePermission().max_msgs
     expires_s = 0.0
     for k, v in value.items():
         name = k.lower()
         if name in _RESPONSE_MAX_KEYS:
             if type(v) is not int:
-                raise _err(value, name, f"allow_responses {k} must be an integer, not {v!r}")
+                raise block_error(value, name, f"allow_responses {k} must be an integer, not {v!r}")
             if v != 0:
                 max_msgs = v
         elif name in _RESPONSE_EXPIRES_KEYS:
             if not isinstance(v, str):
-                raise _err(value, name, "error parsing expires, not a duration string")
+                raise block_error(value, name, "error parsing expires, not a duration string")
             try:
                 expires_ns = parse_go_duration(v)
             except ValueError as exc:
-                raise _err(value, name, f"error parsing expires: {exc}") from None
+                raise block_error(value, name, f"error parsing expires: {exc}") from None
             if expires_ns != 0:
                 expires_s = expires_ns / 1e9
         else:
@@ -205,7 +212,7 @@ def _response_permission(value: Any, block: ConfMap) -> ResponsePermission | Non
 
 def permissions_from(block: Any, where: ConfMap, key: str) -> Permissions:
     if not isinstance(block, ConfMap):
-        raise _err(where, key, f"{key!r} must be a block {{ ... }}")
+        raise block_error(where, key, f"{key!r} must be a block {{ ... }}")
     # import/export: nats-server's route-permission names, accepted for clients too
     publish = _get(block, "publish", "pub", "import")
     subscribe = _get(block, "subscribe", "sub", "export")
@@ -231,9 +238,9 @@ def _user_entry(item: ConfMap) -> UserEntry:
     perms = _get(item, "permissions", "permission")
     if nkey:
         if user or password:
-            raise _err(item, "nkey", "an nkey user has no user name or password")
+            raise block_error(item, "nkey", "an nkey user has no user name or password")
         if not (nkey.startswith("U") and len(nkey) == 56):
-            raise _err(item, "nkey", f"not a user nkey (U..., 56 characters): {nkey!r}")
+            raise block_error(item, "nkey", f"not a user nkey (U..., 56 characters): {nkey!r}")
     elif not user:
         raise ConfigError(f"config line {item.line}: a user needs 'user' (or 'nkey')")
     return UserEntry(
@@ -249,7 +256,9 @@ def client_auth_from(conf: ConfMap) -> ClientAuthConfig:
     no_auth_user = _string(conf, "no_auth_user")
     if block is None:
         if no_auth_user:
-            raise _err(conf, "no_auth_user", "no_auth_user needs an authorization block with users")
+            raise block_error(
+                conf, "no_auth_user", "no_auth_user needs an authorization block with users"
+            )
         return ClientAuthConfig()
     assert isinstance(block, ConfMap)  # the schema checked it is a block
     users: list[UserEntry] = []
@@ -260,7 +269,7 @@ def client_auth_from(conf: ConfMap) -> ClientAuthConfig:
     single_perms = None if perms is None else permissions_from(perms, block, "permissions")
     if single:
         if token:
-            raise _err(block, "token", "authorization: set either user/password or token")
+            raise block_error(block, "token", "authorization: set either user/password or token")
         users.append(
             UserEntry(
                 user=single,
@@ -270,19 +279,21 @@ def client_auth_from(conf: ConfMap) -> ClientAuthConfig:
         )
     if raw_users is not None:
         if single or token:
-            raise _err(block, "users", "authorization: 'users' cannot be combined with user/token")
+            raise block_error(
+                block, "users", "authorization: 'users' cannot be combined with user/token"
+            )
         for item in raw_users if isinstance(raw_users, list) else [raw_users]:
             users.append(_user_entry(item))
     names = [u.user or u.nkey for u in users]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate is not None:
-        raise _err(block, "users", f"duplicate user {duplicate!r}")
+        raise block_error(block, "users", f"duplicate user {duplicate!r}")
     defaults = _get(block, "default_permissions", "default_permission")
     if perms is not None and not single:
         # nats-server reads 'permissions' here as the default permissions; with both it keeps
         # whichever its map iteration meets last, so both together are refused
         if defaults is not None:
-            raise _err(block, "permissions", "set either permissions or default_permissions")
+            raise block_error(block, "permissions", "set either permissions or default_permissions")
         defaults = perms
     auth = ClientAuthConfig(
         users=tuple(users),
@@ -298,13 +309,13 @@ def client_auth_from(conf: ConfMap) -> ClientAuthConfig:
             f"config line {block.line}: authorization block sets no user, users or token"
         )
     if no_auth_user and single:  # nats-server: the single user/password form has no users
-        raise _err(
+        raise block_error(
             conf,
             "no_auth_user",
             f"no_auth_user: {go_quote(no_auth_user)} present, but users/nkeys are not defined",
         )
     if no_auth_user and no_auth_user not in {u.user or u.nkey for u in users}:
-        raise _err(
+        raise block_error(
             conf,
             "no_auth_user",
             f"no_auth_user {no_auth_user!r} is not a configured user or nkey",
@@ -317,7 +328,7 @@ def client_auth_from(conf: ConfMap) -> ClientAuthConfig:
 
 def tls_from(block: Any, where: ConfMap, key: str = "tls") -> TLSConfig:
     if not isinstance(block, ConfMap):
-        raise _err(where, key, f"{key!r} must be a block {{ ... }}")
+        raise block_error(where, key, f"{key!r} must be a block {{ ... }}")
     cert = _string(block, "cert_file")
     keyf = _string(block, "key_file")
     if not cert or not keyf:
@@ -325,14 +336,16 @@ def tls_from(block: Any, where: ConfMap, key: str = "tls") -> TLSConfig:
     ca = _string(block, "ca_file")
     for name, path in (("cert_file", cert), ("key_file", keyf), ("ca_file", ca)):
         if path and not Path(path).is_file():
-            raise _err(block, name, f"{key} {name}: no such file {path!r}")
+            raise block_error(block, name, f"{key} {name}: no such file {path!r}")
     verify = _get(block, "verify")
     insecure = _get(block, "insecure")
     for name, flag in (("verify", verify), ("insecure", insecure)):
         if flag is not None and not isinstance(flag, bool):
-            raise _err(block, name, f"{key} {name} must be true or false")
+            raise block_error(block, name, f"{key} {name} must be true or false")
     if verify and not ca:
-        raise _err(block, "verify", f"{key} verify needs ca_file to check certificates against")
+        raise block_error(
+            block, "verify", f"{key} verify needs ca_file to check certificates against"
+        )
     first, fallback_s = _handshake_first(block)
     return TLSConfig(
         cert_file=Path(cert),
@@ -353,15 +366,15 @@ def _handshake_first(block: ConfMap) -> tuple[bool, float]:
     """``handshake_first``: a boolean, or a string as nats-server reads it ("true"/"on",
     "false"/"off", "auto"/"auto_fallback" for the default fallback delay, or a Go duration for
     that delay)."""
-    key = next((k for k in block if k.lower() in HANDSHAKE_FIRST_KEYS), None)
-    if key is None:
+    found = find_key(block, *HANDSHAKE_FIRST_KEYS)
+    if found is None:
         return False, 0.0
-    value = block[key]
+    key, value = found
     if isinstance(value, bool):
         return value, 0.0
     if not isinstance(value, str):
         kind = {int: "int64", float: "float64"}.get(type(value), type(value).__name__)
-        raise _err(block, key, f'field "{key}" should be a boolean or a string, got {kind}')
+        raise block_error(block, key, f'field "{key}" should be a boolean or a string, got {kind}')
     word = value.lower()
     if word in ("true", "on"):
         return True, 0.0
@@ -372,7 +385,7 @@ def _handshake_first(block: ConfMap) -> tuple[bool, float]:
     try:
         delay_ns = parse_go_duration(value)
     except ValueError:
-        raise _err(block, key, f'field "{key}"\'s value "{value}" is invalid') from None
+        raise block_error(block, key, f'field "{key}"\'s value "{value}" is invalid') from None
     return True, max(delay_ns, 0) / 1e9
 
 
@@ -403,7 +416,9 @@ def route_auth_from(cluster_block: ConfMap | None, listen_url: str | None) -> Ro
     user = _string(block, "user", "username")
     token = _string(block, "token")
     if user and token:
-        raise _err(block, "token", "cluster authorization: set either user/password or token")
+        raise block_error(
+            block, "token", "cluster authorization: set either user/password or token"
+        )
     if not user and not token:
         raise ConfigError(
             f"config line {block.line}: cluster authorization needs user/password or token"

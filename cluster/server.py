@@ -338,9 +338,9 @@ class Server:
                 start_serving=False,
             )
         except OSError as exc:  # nats-server names the port: "Error listening on port: ..."
-            why = os.strerror(exc.errno).lower() if exc.errno else str(exc)  # as Go words it
-            where = f"{self.opts.host}:{self.opts.port}"
-            raise OSError(exc.errno, f"error listening on port: {where}, {why}") from exc
+            raise _listen_error(
+                exc, "error listening on port", self.opts.host, self.opts.port
+            ) from exc
         self.port = self._listener.sockets[0].getsockname()[1]
         if self.routes is not None:
             self._own_client_urls = advertised_client_urls(
@@ -410,10 +410,8 @@ class Server:
                 ssl_handshake_timeout=ws.handshake_timeout_s if ctx is not None else None,
             )
         except OSError as exc:
-            why = os.strerror(exc.errno).lower() if exc.errno else str(exc)
-            raise OSError(
-                exc.errno, f"unable to listen for websocket connections: {ws.host}:{ws.port}, {why}"
-            ) from exc
+            what = "unable to listen for websocket connections"
+            raise _listen_error(exc, what, ws.host, ws.port) from exc
         self.ws_port = self._ws_listener.sockets[0].getsockname()[1]
         log.info("Listening for websocket clients on %s://%s:%d", ws.scheme, ws.host, self.ws_port)
         if ctx is None:
@@ -431,6 +429,14 @@ class Server:
                 f"jetraft: could not create storage directory - {exc.strerror or exc}: "
                 f"{str(where)!r}"
             ) from None
+
+    def _listeners(self) -> list[asyncio.Server]:
+        return [x for x in (self._listener, self._ws_listener) if x is not None]
+
+    def _close_listeners(self) -> None:
+        """No new clients, on the client port or the websocket port."""
+        for listener in self._listeners():
+            listener.close()
 
     def request_stop(self) -> None:
         self._stopped.set()
@@ -466,10 +472,7 @@ class Server:
 
     async def _lame_duck_steps(self) -> None:
         log.info("Entering lame duck mode, stop accepting new clients")
-        assert self._listener is not None
-        self._listener.close()
-        if self._ws_listener is not None:
-            self._ws_listener.close()
+        self._close_listeners()
         if self.routes is not None:
             self.routes.enter_lame_duck()  # the peers stop advertising this node's client URLs
         handed = 0
@@ -506,10 +509,7 @@ class Server:
         log.info("Initiating shutdown")
         if self._lame_duck is not None and not self._lame_duck.done():
             self._lame_duck.cancel()
-        if self._listener is not None:
-            self._listener.close()
-        if self._ws_listener is not None:
-            self._ws_listener.close()
+        self._close_listeners()
         if self.jetstream is not None:
             # waiting pull requests hear "409 Server Shutdown" while their clients can
             self.jetstream.server_shutdown()
@@ -529,12 +529,18 @@ class Server:
         for conn in conns:
             conn.close()
         await _until_written(transports, SHUTDOWN_FLUSH_S)
-        for listener in (self._listener, self._ws_listener):
-            if listener is not None:
-                await asyncio.wait_for(listener.wait_closed(), SHUTDOWN_DRAIN_S)
+        for listener in self._listeners():
+            await asyncio.wait_for(listener.wait_closed(), SHUTDOWN_DRAIN_S)
         if self.opts.pid_file is not None:
             self.opts.pid_file.unlink(missing_ok=True)
         log.info("Server exiting")
+
+
+def _listen_error(exc: OSError, what: str, host: str, port: int) -> OSError:
+    """A listener's bind failure in nats-server's words: ``what: host:port, reason``, the
+    reason as Go words it (lower case)."""
+    why = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+    return OSError(exc.errno, f"{what}: {host}:{port}, {why}")
 
 
 async def _until_written(transports: list[asyncio.Transport], timeout_s: float) -> None:

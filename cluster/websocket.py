@@ -28,7 +28,14 @@ from websockets.protocol import State
 from websockets.server import ServerProtocol
 
 from cluster.config_file import ConfigError, ConfMap
-from cluster.security_config import TLSConfig, seconds, server_ssl_context, tls_from
+from cluster.security_config import (
+    TLSConfig,
+    block_error,
+    find_key,
+    seconds,
+    server_ssl_context,
+    tls_from,
+)
 
 if TYPE_CHECKING:
     from cluster.client_conn import ClientConnection
@@ -91,70 +98,60 @@ def _origin(text: str) -> tuple[str, str, int]:
     return scheme, parts.hostname.lower(), port
 
 
-def _get(block: ConfMap, *names: str) -> tuple[str, Any] | None:
-    for key, value in block.items():
-        if key.lower() in names:
-            return key, value
-    return None
-
-
 def websocket_from(block: Any, default_host: str) -> WebSocketOptions | None:
     """The ``websocket`` block; None when it sets no port (nats-server ignores it then)."""
     if not isinstance(block, ConfMap):
         raise ConfigError("config: 'websocket' must be a block { ... }")
 
-    def err(key: str, msg: str) -> ConfigError:
-        return ConfigError(f"config line {block.line_of(key)}: {msg}")
-
     host, port = default_host, 0
-    if (found := _get(block, "listen")) is not None:
+    if (found := find_key(block, "listen")) is not None:
         key, value = found
         text = str(value)
         h, sep, p = text.rpartition(":")
         if not sep or not p.lstrip("-").isdigit():
-            raise err(key, f"websocket listen {text!r} is not host:port")
+            raise block_error(block, key, f"websocket listen {text!r} is not host:port")
         host, port = h.strip("[]") or default_host, int(p)
     for names, what in ((("port",), "port"), (("host", "net"), "host")):
-        if (found := _get(block, *names)) is None:
+        if (found := find_key(block, *names)) is None:
             continue
         key, value = found
         if what == "port":
             if type(value) is not int:
-                raise err(key, "websocket port must be an integer")
+                raise block_error(block, key, "websocket port must be an integer")
             port = value
         else:
             host = str(value)
     if port == 0:
         return None
-    no_tls = _get(block, "no_tls")
-    tls_block = _get(block, "tls")
+    no_tls = find_key(block, "no_tls")
+    tls_block = find_key(block, "tls")
     tls = tls_from(tls_block[1], block) if tls_block is not None else None
     if tls is None and not (no_tls is not None and no_tls[1] is True):
-        raise err("port", "websocket requires TLS configuration")
-    compression = _get(block, "compression", "compress")
-    same_origin = _get(block, "same_origin")
+        raise block_error(block, "port", "websocket requires TLS configuration")
+    compression = find_key(block, "compression", "compress")
+    same_origin = find_key(block, "same_origin")
     for found in (compression, same_origin, no_tls):
         if found is not None and not isinstance(found[1], bool):
-            raise err(found[0], f"websocket {found[0]} must be true or false")
+            raise block_error(block, found[0], f"websocket {found[0]} must be true or false")
     origins: list[tuple[str, str, int]] = []
     urls: list[str] = []
-    allowed = _get(
+    allowed = find_key(
         block, "allowed_origins", "allowed_origin", "allow_origins", "allow_origin", "origins"
-    ) or _get(block, "origin")
+    ) or find_key(block, "origin")
     if allowed is not None:
         values = allowed[1] if isinstance(allowed[1], list) else [allowed[1]]
         for value in values:
             try:
                 origins.append(_origin(str(value)))
             except ValueError as exc:
-                raise err(allowed[0], str(exc)) from None
+                raise block_error(block, allowed[0], str(exc)) from None
             urls.append(str(value))
     timeout_s = WS_HANDSHAKE_TIMEOUT_S
-    timeout_found = _get(block, "handshake_timeout")
+    timeout_found = find_key(block, "handshake_timeout")
     if (found := timeout_found) is not None:
         timeout_s = seconds(found[1], "handshake_timeout")
         if timeout_s <= 0:
-            raise err(found[0], "websocket handshake_timeout must be positive")
+            raise block_error(block, found[0], "websocket handshake_timeout must be positive")
     return WebSocketOptions(
         host=host,
         port=port,
